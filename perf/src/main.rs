@@ -1,0 +1,1 @@
+fn main() { println!("sluice-perf: scenarios arrive with the performance issue"); }
