@@ -1,0 +1,1706 @@
+//! The sans-IO protocol engine: one [`Connection`] per transport connection, with
+//! its sessions and links.
+//!
+//! Inputs: [`Connection::handle_input`] (bytes as they arrive, with `now` in
+//! milliseconds), [`Connection::handle_timeout`], and the application calls (begin,
+//! attach, grant credit, send, disposition, detach, end, close).
+//! Outputs, drained in this order after each input: [`Connection::poll_event`]
+//! (what the peer did), [`Connection::poll_transmit`] (bytes to write), and
+//! [`Connection::poll_timeout`] (the next deadline to call `handle_timeout` at).
+//!
+//! Protocol errors never panic: each becomes an AMQP error at its scope through
+//! [`ProtocolError::to_amqp`] and is reported as [`Event::LocalError`].
+
+mod error;
+mod serial;
+mod transmit;
+
+pub use error::{ProtocolError, Scope, UsageError};
+pub use serial::{effective_credit, SerialNumber};
+pub use transmit::{Transmit, ZERO_COPY_THRESHOLD};
+
+use crate::codec::{Fields, Symbol, Symbols};
+use crate::frame::{
+    write_empty_frame, Deframer, RawFrame, AMQP_HEADER, FRAME_TYPE_AMQP, FRAME_TYPE_SASL,
+    MIN_MAX_FRAME_SIZE, SASL_HEADER,
+};
+use crate::types::{
+    condition, Attach, Begin, Close, DeliveryState, DeliveryTag, Detach, Disposition, End, Error,
+    Flow, Open, Performative, ReceiverSettleMode, Role, SaslFrame, SaslInit, SaslMechanisms,
+    SaslOutcome, SenderSettleMode, Transfer,
+};
+use bytes::{Bytes, BytesMut};
+use std::collections::{HashMap, VecDeque};
+
+/// Largest frame accepted before OPEN has been negotiated (SASL frames included).
+pub const PRE_OPEN_MAX_FRAME_SIZE: u32 = 32 * 1024;
+
+/// Bytes of a TRANSFER frame that are not payload, at most: frame header (8) and
+/// the performative with every field that the engine writes.
+const TRANSFER_OVERHEAD: usize = 8 + 80;
+
+/// Identifies a link within its connection. A freed id may be reused by a later link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LinkId(pub u32);
+
+/// Which end of the connection this engine is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Side {
+    /// Sends the first protocol header and OPEN.
+    Client,
+    /// Answers them.
+    Server,
+}
+
+/// How a client authenticates when it uses the SASL layer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientSasl {
+    /// Mechanism name (ANONYMOUS, PLAIN, ...).
+    pub mechanism: String,
+    /// Initial response bytes.
+    pub initial_response: Option<Bytes>,
+}
+
+/// Connection settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Client or server.
+    pub side: Side,
+    /// Our container-id.
+    pub container_id: String,
+    /// Hostname sent in OPEN (client).
+    pub hostname: Option<String>,
+    /// The largest frame we accept (advertised in OPEN).
+    pub max_frame_size: u32,
+    /// Highest channel number we accept.
+    pub channel_max: u16,
+    /// Close the connection after this long without receiving anything (0: never).
+    /// OPEN advertises half of it.
+    pub idle_timeout_ms: u32,
+    /// Close the connection when OPEN has not been exchanged after this long (0: never).
+    pub handshake_timeout_ms: u32,
+    /// Session incoming (and outgoing) window, in transfer frames.
+    pub session_window: u32,
+    /// Highest link handle we accept per session.
+    pub handle_max: u32,
+    /// Largest incoming message, in bytes.
+    pub max_message_size: u64,
+    /// Server: SASL mechanisms offered (empty: SASL refused).
+    pub sasl_mechanisms: Vec<String>,
+    /// Server: accept a connection that starts with the plain AMQP header.
+    pub allow_no_sasl: bool,
+    /// Server: answer sasl-init with outcome ok at once instead of raising
+    /// [`Event::SaslInit`] for the application to decide.
+    pub sasl_auto_accept: bool,
+    /// Client: the SASL layer to use, or None to send the AMQP header directly.
+    pub client_sasl: Option<ClientSasl>,
+    /// Connection properties sent in OPEN.
+    pub properties: Option<Fields>,
+    /// Capabilities offered in OPEN.
+    pub offered_capabilities: Option<Symbols>,
+}
+
+impl Config {
+    /// A server configuration with the broker's defaults.
+    pub fn server(container_id: &str) -> Self {
+        Config {
+            side: Side::Server,
+            container_id: container_id.to_owned(),
+            hostname: None,
+            max_frame_size: 65536,
+            channel_max: 255,
+            idle_timeout_ms: 0,
+            handshake_timeout_ms: 10_000,
+            session_window: 2048,
+            handle_max: 1023,
+            max_message_size: 100 * 1024 * 1024,
+            sasl_mechanisms: vec!["ANONYMOUS".into(), "PLAIN".into()],
+            allow_no_sasl: true,
+            sasl_auto_accept: true,
+            client_sasl: None,
+            properties: None,
+            offered_capabilities: None,
+        }
+    }
+
+    /// A client configuration (SASL ANONYMOUS).
+    pub fn client(container_id: &str) -> Self {
+        Config {
+            side: Side::Client,
+            client_sasl: Some(ClientSasl { mechanism: "ANONYMOUS".into(), initial_response: None }),
+            handshake_timeout_ms: 0,
+            ..Config::server(container_id)
+        }
+    }
+}
+
+/// A complete incoming delivery (all its transfer frames).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Delivery {
+    /// The link it arrived on.
+    pub link: LinkId,
+    /// Session-scoped delivery-id.
+    pub delivery_id: u32,
+    /// Delivery tag.
+    pub tag: DeliveryTag,
+    /// The sender settled it (pre-settled).
+    pub settled: bool,
+    /// message-format of the first transfer.
+    pub message_format: u32,
+    /// The message bytes: a slice of the read buffer when it came in one frame.
+    pub payload: Bytes,
+}
+
+/// Something the peer did, or an error the engine acted on.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Event {
+    /// Server: the client chose a SASL mechanism; answer with [`Connection::sasl_outcome`].
+    SaslInit(SaslInit),
+    /// Client: the server's SASL outcome code (0 = ok).
+    SaslOutcome(u8),
+    /// The peer's OPEN (our OPEN has been sent).
+    Opened(Box<Open>),
+    /// A session is mapped on this local channel.
+    SessionBegun {
+        /// Local channel.
+        channel: u16,
+        /// The peer's BEGIN.
+        begin: Begin,
+    },
+    /// The session on this local channel ended (its links got [`Event::Detached`] first).
+    SessionEnded {
+        /// Local channel.
+        channel: u16,
+        /// The error the peer (or we) gave.
+        error: Option<Error>,
+        /// True when we ended it.
+        local: bool,
+    },
+    /// The peer attached a link; answer with [`Connection::attach_reply`] (or refuse
+    /// with [`Connection::refuse_attach`]).
+    AttachRequested {
+        /// The new link.
+        link: LinkId,
+        /// Local channel of its session.
+        channel: u16,
+        /// The peer's ATTACH.
+        attach: Box<Attach>,
+    },
+    /// The peer answered our ATTACH.
+    Attached {
+        /// The link.
+        link: LinkId,
+        /// The peer's ATTACH.
+        attach: Box<Attach>,
+    },
+    /// Sender links: the receiver set our credit (effective credit already computed).
+    Credit {
+        /// The link.
+        link: LinkId,
+        /// Credit now available.
+        credit: u32,
+        /// The receiver asked us to drain.
+        drain: bool,
+    },
+    /// Receiver links: FLOW from the sender (after a drain, credit is 0).
+    SenderFlow {
+        /// The link.
+        link: LinkId,
+        /// Credit we still have granted after the sender's delivery-count.
+        credit: u32,
+        /// The sender's drain flag.
+        drain: bool,
+        /// Messages available at the sender.
+        available: Option<u32>,
+    },
+    /// A session-level FLOW (no handle).
+    SessionFlow {
+        /// Local channel.
+        channel: u16,
+    },
+    /// A complete incoming message.
+    Delivery(Delivery),
+    /// An incoming delivery was aborted by its sender.
+    Aborted {
+        /// The link.
+        link: LinkId,
+        /// Its delivery-id.
+        delivery_id: u32,
+    },
+    /// The peer changed the state of, or settled, one of the known unsettled deliveries.
+    Disposition {
+        /// The link of the delivery.
+        link: LinkId,
+        /// The delivery.
+        delivery_id: u32,
+        /// Settled by the peer.
+        settled: bool,
+        /// The state the peer gave.
+        state: Option<DeliveryState>,
+    },
+    /// A link is gone (by the peer, by its session ending, or by a link error we raised).
+    Detached {
+        /// The link.
+        link: LinkId,
+        /// The link was closed (not just detached).
+        closed: bool,
+        /// The error given.
+        error: Option<Error>,
+        /// True when we detached it.
+        local: bool,
+    },
+    /// The connection is closed (the peer's CLOSE, or ours on error).
+    Closed {
+        /// The error given.
+        error: Option<Error>,
+        /// True when we closed it.
+        local: bool,
+    },
+    /// We detected a protocol error and acted on it at this scope.
+    LocalError {
+        /// Where it took effect.
+        scope: Scope,
+        /// The error sent to the peer.
+        error: Error,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Waiting for the peer's protocol header (`sasl_done`: after a SASL exchange).
+    Header { sasl_done: bool },
+    /// Server: waiting for sasl-init.
+    SaslInit,
+    /// Server: waiting for the application's verdict on sasl-init.
+    SaslDecision,
+    /// Client: waiting for sasl-mechanisms.
+    SaslMechanisms,
+    /// Client: waiting for sasl-outcome.
+    SaslOutcome,
+    /// Waiting for the peer's OPEN.
+    Open,
+    /// OPEN exchanged.
+    Opened,
+    /// We sent CLOSE; waiting for the peer's.
+    Closing,
+    /// Finished: nothing more is read or written.
+    Closed,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SessionState {
+    /// We sent BEGIN, the peer has not answered.
+    BeginSent,
+    /// BEGIN exchanged.
+    Mapped,
+    /// We sent END; frames are ignored until the peer's END.
+    EndSent,
+}
+
+#[derive(Debug)]
+struct Session {
+    state: SessionState,
+    remote_channel: Option<u16>,
+    /// Next transfer-id we assign.
+    next_outgoing_id: u32,
+    /// Next transfer-id we expect.
+    next_incoming_id: u32,
+    /// Transfers we still accept before the peer must wait for our FLOW.
+    incoming_window: u32,
+    /// Transfers the peer still accepts from us.
+    remote_incoming_window: u32,
+    remote_handle_max: u32,
+    next_delivery_id: u32,
+    /// Remote handle -> link.
+    by_remote_handle: HashMap<u32, LinkId>,
+    /// Local handles in use.
+    local_handles: Vec<Option<LinkId>>,
+    /// Our unsettled outgoing deliveries: delivery-id -> link.
+    out_unsettled: HashMap<u32, LinkId>,
+    /// Unsettled incoming deliveries: delivery-id -> link.
+    in_unsettled: HashMap<u32, LinkId>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum LinkState {
+    /// We sent ATTACH first.
+    AttachSent,
+    /// The peer attached first; the application has not answered.
+    AttachReceived,
+    /// ATTACH exchanged.
+    Attached,
+    /// We sent DETACH; waiting for the peer's.
+    DetachSent,
+}
+
+#[derive(Debug)]
+struct Partial {
+    delivery_id: u32,
+    tag: DeliveryTag,
+    settled: bool,
+    message_format: u32,
+    data: BytesMut,
+}
+
+#[derive(Debug)]
+struct Link {
+    channel: u16,
+    name: String,
+    role: Role,
+    state: LinkState,
+    local_handle: Option<u32>,
+    remote_handle: Option<u32>,
+    snd_settle_mode: SenderSettleMode,
+    rcv_settle_mode: ReceiverSettleMode,
+    delivery_count: u32,
+    initial_delivery_count: u32,
+    link_credit: u32,
+    drain: bool,
+    available: Option<u32>,
+    max_message_size: u64,
+    peer_max_message_size: u64,
+    partial: Option<Partial>,
+}
+
+/// Read-only view of a link's flow state (for admin endpoints and tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LinkInfo {
+    /// Local channel of the session.
+    pub channel: u16,
+    /// Link name.
+    pub name: String,
+    /// Our role.
+    pub role: Role,
+    /// Our local handle.
+    pub handle: Option<u32>,
+    /// delivery-count.
+    pub delivery_count: u32,
+    /// link-credit.
+    pub link_credit: u32,
+    /// Drain requested (sender) or granted (receiver).
+    pub drain: bool,
+}
+
+/// One AMQP connection's protocol state.
+#[derive(Debug)]
+pub struct Connection {
+    config: Config,
+    phase: Phase,
+    deframer: Deframer,
+    out: Transmit,
+    events: VecDeque<Event>,
+    open_sent: bool,
+    remote_open: Option<Box<Open>>,
+    /// Frame size limit for what we send (peer's max-frame-size, floored at 512).
+    send_max_frame_size: u32,
+    channel_max: u16,
+    peer_idle_timeout_ms: u32,
+    sessions: Vec<Option<Session>>,
+    remote_channels: HashMap<u16, u16>,
+    links: Vec<Option<Link>>,
+    free_links: Vec<u32>,
+    pending_disposition: Option<(u16, Disposition)>,
+    now: u64,
+    started_at: u64,
+    last_rx: u64,
+    last_tx: u64,
+    closing_deadline: u64,
+}
+
+impl Connection {
+    /// A connection at time `now` (milliseconds on any monotonic clock). A client
+    /// writes its protocol header at once.
+    pub fn new(config: Config, now: u64) -> Self {
+        let mut c = Connection {
+            deframer: Deframer::new(PRE_OPEN_MAX_FRAME_SIZE),
+            phase: Phase::Header { sasl_done: false },
+            out: Transmit::default(),
+            events: VecDeque::new(),
+            open_sent: false,
+            remote_open: None,
+            send_max_frame_size: MIN_MAX_FRAME_SIZE,
+            channel_max: config.channel_max,
+            peer_idle_timeout_ms: 0,
+            sessions: Vec::new(),
+            remote_channels: HashMap::new(),
+            links: Vec::new(),
+            free_links: Vec::new(),
+            pending_disposition: None,
+            now,
+            started_at: now,
+            last_rx: now,
+            last_tx: now,
+            closing_deadline: 0,
+            config,
+        };
+        if c.config.side == Side::Client {
+            if c.config.client_sasl.is_some() {
+                c.out.raw(&SASL_HEADER);
+            } else {
+                c.out.raw(&AMQP_HEADER);
+                c.send_open();
+            }
+        }
+        c
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// The peer's OPEN, once received.
+    pub fn remote_open(&self) -> Option<&Open> {
+        self.remote_open.as_deref()
+    }
+
+    /// True once OPEN has been exchanged and until CLOSE.
+    pub fn is_open(&self) -> bool {
+        self.phase == Phase::Opened
+    }
+
+    /// True when the transport should be shut down once [`Self::poll_transmit`] is empty.
+    pub fn is_closed(&self) -> bool {
+        self.phase == Phase::Closed
+    }
+
+    /// The read buffer of the deframer, for receiving straight into it; call
+    /// [`Self::process`] afterwards.
+    pub fn read_buffer(&mut self) -> &mut BytesMut {
+        self.deframer.buffer()
+    }
+
+    /// Feed received bytes and process every complete frame.
+    pub fn handle_input(&mut self, data: &[u8], now: u64) {
+        self.deframer.push(data);
+        self.process(now);
+    }
+
+    /// Process the frames buffered in [`Self::read_buffer`].
+    pub fn process(&mut self, now: u64) {
+        self.now = now;
+        if self.deframer.buffered() > 0 {
+            self.last_rx = now;
+        }
+        if let Err(e) = self.process_frames() {
+            self.fail(e);
+        }
+    }
+
+    /// The transport reached end of stream (or failed): the connection is gone.
+    pub fn handle_eof(&mut self) {
+        if self.phase != Phase::Closed {
+            self.phase = Phase::Closed;
+            self.events.push_back(Event::Closed { error: None, local: false });
+        }
+    }
+
+    /// The next event, in the order they happened.
+    #[inline]
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.events.pop_front()
+    }
+
+    /// The next chunk of bytes to write. Small frames are batched into one chunk;
+    /// large TRANSFER payloads are separate chunks that share the caller's buffer.
+    #[inline]
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        self.flush_disposition();
+        let b = self.out.pop();
+        if b.is_some() {
+            self.last_tx = self.now;
+        }
+        b
+    }
+
+    /// True when bytes are waiting in [`Self::poll_transmit`].
+    pub fn wants_write(&self) -> bool {
+        self.pending_disposition.is_some() || !self.out.is_empty()
+    }
+
+    /// The earliest time at which [`Self::handle_timeout`] must be called.
+    pub fn poll_timeout(&self) -> Option<u64> {
+        let mut t: Option<u64> = None;
+        let mut at = |v: u64| t = Some(t.map_or(v, |c: u64| c.min(v)));
+        match self.phase {
+            Phase::Closed => return None,
+            Phase::Closing => at(self.closing_deadline),
+            Phase::Opened => {
+                if self.config.idle_timeout_ms > 0 {
+                    at(self.last_rx + self.config.idle_timeout_ms as u64);
+                }
+                if self.peer_idle_timeout_ms > 0 {
+                    at(self.last_tx + (self.peer_idle_timeout_ms as u64 / 2).max(1));
+                }
+            }
+            _ => {
+                if self.config.handshake_timeout_ms > 0 {
+                    at(self.started_at + self.config.handshake_timeout_ms as u64);
+                }
+            }
+        }
+        t
+    }
+
+    /// Act on deadlines that have passed at `now`.
+    pub fn handle_timeout(&mut self, now: u64) {
+        self.now = now;
+        match self.phase {
+            Phase::Closed => {}
+            Phase::Closing => {
+                if now >= self.closing_deadline {
+                    self.phase = Phase::Closed;
+                }
+            }
+            Phase::Opened => {
+                if self.config.idle_timeout_ms > 0 && now >= self.last_rx + self.config.idle_timeout_ms as u64 {
+                    self.fail(ProtocolError::IdleTimeout);
+                    return;
+                }
+                if self.peer_idle_timeout_ms > 0
+                    && now >= self.last_tx + (self.peer_idle_timeout_ms as u64 / 2).max(1)
+                    && self.out.is_empty()
+                {
+                    let mut b = BytesMut::new();
+                    write_empty_frame(&mut b);
+                    self.out.raw(&b);
+                    self.last_tx = now;
+                }
+            }
+            _ => {
+                if self.config.handshake_timeout_ms > 0
+                    && now >= self.started_at + self.config.handshake_timeout_ms as u64
+                {
+                    self.fail(ProtocolError::HandshakeTimeout);
+                }
+            }
+        }
+    }
+
+    // ---------------------------------------------------------------- input
+
+    fn process_frames(&mut self) -> Result<(), ProtocolError> {
+        loop {
+            match self.phase {
+                Phase::Closed | Phase::SaslDecision => return Ok(()),
+                Phase::Header { sasl_done } => {
+                    let Some(h) = self.deframer.take_raw(8) else { return Ok(()) };
+                    self.on_header(&h, sasl_done)?;
+                }
+                _ => {
+                    let Some(frame) = self.deframer.next_frame()? else { return Ok(()) };
+                    self.on_frame(frame)?;
+                }
+            }
+        }
+    }
+
+    fn on_header(&mut self, h: &[u8], sasl_done: bool) -> Result<(), ProtocolError> {
+        let server = self.config.side == Side::Server;
+        if h == SASL_HEADER && !sasl_done {
+            if server {
+                if self.config.sasl_mechanisms.is_empty() {
+                    self.out.raw(&AMQP_HEADER);
+                    return Err(self.bad_header());
+                }
+                self.out.raw(&SASL_HEADER);
+                let mechs = SaslMechanisms {
+                    sasl_server_mechanisms: Symbols(self.config.sasl_mechanisms.iter().map(|m| Symbol::new(m)).collect()),
+                };
+                self.out.frame(FRAME_TYPE_SASL, 0, &SaslFrame::Mechanisms(mechs), &[]);
+                self.phase = Phase::SaslInit;
+            } else {
+                self.phase = Phase::SaslMechanisms;
+            }
+            return Ok(());
+        }
+        if h == AMQP_HEADER {
+            if server {
+                if !sasl_done && !self.config.allow_no_sasl {
+                    self.out.raw(&SASL_HEADER);
+                    return Err(self.bad_header());
+                }
+                self.out.raw(&AMQP_HEADER);
+            }
+            self.phase = Phase::Open;
+            return Ok(());
+        }
+        self.out.raw(if server && !sasl_done && !self.config.sasl_mechanisms.is_empty() { &SASL_HEADER } else { &AMQP_HEADER });
+        Err(self.bad_header())
+    }
+
+    fn bad_header(&mut self) -> ProtocolError {
+        // Nothing but our own header may follow a header we do not speak.
+        self.open_sent = true;
+        self.phase = Phase::Closed;
+        ProtocolError::BadProtocolHeader
+    }
+
+    fn on_frame(&mut self, frame: RawFrame) -> Result<(), ProtocolError> {
+        match self.phase {
+            Phase::SaslInit | Phase::SaslMechanisms | Phase::SaslOutcome => return self.on_sasl_frame(frame),
+            _ => {}
+        }
+        if frame.frame_type != FRAME_TYPE_AMQP {
+            return Err(ProtocolError::IllegalState("SASL frame outside the SASL exchange"));
+        }
+        if frame.is_empty() {
+            return Ok(()); // heartbeat
+        }
+        let f = frame.decode_amqp()?;
+        match self.phase {
+            Phase::Open => match f.performative {
+                Performative::Open(open) => self.on_open(open),
+                _ => Err(ProtocolError::IllegalState("first frame must be open")),
+            },
+            Phase::Opened => self.on_performative(frame.channel, f.performative, f.payload),
+            Phase::Closing => {
+                if let Performative::Close(_) = f.performative {
+                    self.phase = Phase::Closed;
+                }
+                Ok(())
+            }
+            _ => Ok(()),
+        }
+    }
+
+    fn on_sasl_frame(&mut self, frame: RawFrame) -> Result<(), ProtocolError> {
+        if frame.frame_type != FRAME_TYPE_SASL {
+            return Err(ProtocolError::IllegalState("AMQP frame during the SASL exchange"));
+        }
+        let sasl = frame.decode_sasl()?;
+        match (self.phase, sasl) {
+            (Phase::SaslInit, SaslFrame::Init(init)) => {
+                if !self.config.sasl_mechanisms.iter().any(|m| init.mechanism == m.as_str()) {
+                    self.write_sasl_outcome(1);
+                    return Ok(());
+                }
+                if self.config.sasl_auto_accept {
+                    self.write_sasl_outcome(0);
+                } else {
+                    self.phase = Phase::SaslDecision;
+                    self.events.push_back(Event::SaslInit(init));
+                }
+                Ok(())
+            }
+            (Phase::SaslMechanisms, SaslFrame::Mechanisms(m)) => {
+                let Some(client) = self.config.client_sasl.clone() else {
+                    return Err(ProtocolError::IllegalState("unexpected sasl-mechanisms"));
+                };
+                if !m.sasl_server_mechanisms.contains(&client.mechanism) {
+                    self.phase = Phase::Closed;
+                    self.events.push_back(Event::SaslOutcome(1));
+                    return Ok(());
+                }
+                let init = SaslInit {
+                    mechanism: Symbol::new(&client.mechanism),
+                    initial_response: client.initial_response,
+                    hostname: self.config.hostname.clone(),
+                };
+                self.out.frame(FRAME_TYPE_SASL, 0, &SaslFrame::Init(init), &[]);
+                self.phase = Phase::SaslOutcome;
+                Ok(())
+            }
+            (Phase::SaslOutcome, SaslFrame::Outcome(o)) => {
+                self.events.push_back(Event::SaslOutcome(o.code));
+                if o.code == 0 {
+                    self.out.raw(&AMQP_HEADER);
+                    self.send_open();
+                    self.phase = Phase::Header { sasl_done: true };
+                } else {
+                    self.phase = Phase::Closed;
+                }
+                Ok(())
+            }
+            (Phase::SaslOutcome, SaslFrame::Challenge(_)) => {
+                Err(ProtocolError::IllegalState("sasl challenges are not supported"))
+            }
+            _ => Err(ProtocolError::IllegalState("SASL frame out of order")),
+        }
+    }
+
+    /// Server: answer a pending [`Event::SaslInit`] (0 = ok, 1 = auth failure).
+    /// On failure the connection is finished once the outcome is written.
+    pub fn sasl_outcome(&mut self, code: u8) {
+        if self.phase != Phase::SaslDecision {
+            return;
+        }
+        self.write_sasl_outcome(code);
+        let now = self.now;
+        self.process(now);
+    }
+
+    fn write_sasl_outcome(&mut self, code: u8) {
+        let outcome = SaslOutcome { code, additional_data: None };
+        self.out.frame(FRAME_TYPE_SASL, 0, &SaslFrame::Outcome(outcome), &[]);
+        self.phase = if code == 0 { Phase::Header { sasl_done: true } } else { Phase::Closed };
+    }
+
+    fn on_open(&mut self, open: Open) -> Result<(), ProtocolError> {
+        let peer_max = open.max_frame_size.unwrap_or(u32::MAX);
+        if peer_max < MIN_MAX_FRAME_SIZE {
+            return Err(ProtocolError::FrameSizeTooSmall);
+        }
+        self.send_max_frame_size = peer_max.min(self.config.max_frame_size.max(MIN_MAX_FRAME_SIZE));
+        self.channel_max = self.config.channel_max.min(open.channel_max.unwrap_or(u16::MAX));
+        self.peer_idle_timeout_ms = open.idle_time_out.unwrap_or(0);
+        self.deframer.set_max_frame_size(self.config.max_frame_size.max(MIN_MAX_FRAME_SIZE));
+        if !self.open_sent {
+            self.send_open();
+        }
+        self.phase = Phase::Opened;
+        let open = Box::new(open);
+        self.remote_open = Some(open.clone());
+        self.events.push_back(Event::Opened(open));
+        Ok(())
+    }
+
+    fn send_open(&mut self) {
+        let c = &self.config;
+        let open = Open {
+            container_id: c.container_id.clone(),
+            hostname: c.hostname.clone(),
+            max_frame_size: Some(c.max_frame_size.max(MIN_MAX_FRAME_SIZE)),
+            channel_max: Some(c.channel_max),
+            idle_time_out: (c.idle_timeout_ms > 0).then_some(c.idle_timeout_ms / 2),
+            offered_capabilities: c.offered_capabilities.clone(),
+            properties: c.properties.clone(),
+            ..Default::default()
+        };
+        self.out.frame(FRAME_TYPE_AMQP, 0, &Performative::Open(open), &[]);
+        self.open_sent = true;
+    }
+
+    fn on_performative(&mut self, channel: u16, p: Performative, payload: Bytes) -> Result<(), ProtocolError> {
+        match p {
+            Performative::Open(_) => Err(ProtocolError::IllegalState("second open")),
+            Performative::Close(close) => {
+                self.flush_disposition();
+                self.out.frame(FRAME_TYPE_AMQP, 0, &Performative::Close(Close { error: None }), &[]);
+                self.phase = Phase::Closed;
+                self.events.push_back(Event::Closed { error: close.error, local: false });
+                Ok(())
+            }
+            Performative::Begin(begin) => self.on_begin(channel, begin),
+            other => {
+                let Some(&local) = self.remote_channels.get(&channel) else {
+                    return Err(ProtocolError::BadChannel("frame on a channel with no session"));
+                };
+                if self.session(local).map(|s| s.state) == Some(SessionState::EndSent) {
+                    // Ignore everything but END until the peer acknowledges ours.
+                    if let Performative::End(_) = other {
+                        self.free_session(local);
+                    } else if let Performative::Transfer(_) = other {
+                        if let Some(s) = self.session_mut(local) {
+                            s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
+                        }
+                    }
+                    return Ok(());
+                }
+                match other {
+                    Performative::Attach(a) => self.on_attach(local, a),
+                    Performative::Flow(f) => self.on_flow(local, f),
+                    Performative::Transfer(t) => self.on_transfer(local, t, payload),
+                    Performative::Disposition(d) => self.on_disposition(local, d),
+                    Performative::Detach(d) => self.on_detach(local, d),
+                    Performative::End(e) => self.on_end(local, e),
+                    _ => Ok(()),
+                }
+            }
+        }
+    }
+
+    fn on_begin(&mut self, channel: u16, begin: Begin) -> Result<(), ProtocolError> {
+        if channel > self.channel_max {
+            return Err(ProtocolError::BadChannel("channel above channel-max"));
+        }
+        if self.remote_channels.contains_key(&channel) {
+            return Err(ProtocolError::IllegalState("begin on a channel already in use"));
+        }
+        let local = match begin.remote_channel {
+            Some(local) => {
+                // The peer's answer to our BEGIN.
+                let ok = matches!(self.session(local), Some(s) if s.state == SessionState::BeginSent);
+                if !ok {
+                    return Err(ProtocolError::IllegalState("begin answers no pending begin"));
+                }
+                local
+            }
+            None => {
+                let local = self.alloc_channel().ok_or(ProtocolError::BadChannel("no free channel"))?;
+                self.sessions[local as usize] = Some(self.new_session(SessionState::BeginSent));
+                local
+            }
+        };
+        self.remote_channels.insert(channel, local);
+        let window = self.config.session_window;
+        let s = self.session_mut(local).ok_or(ProtocolError::IllegalState("session vanished"))?;
+        s.remote_channel = Some(channel);
+        s.next_incoming_id = begin.next_outgoing_id;
+        s.remote_incoming_window = begin.incoming_window;
+        s.remote_handle_max = begin.handle_max.unwrap_or(u32::MAX);
+        let answer = begin.remote_channel.is_none();
+        s.state = SessionState::Mapped;
+        if answer {
+            let reply = Begin {
+                remote_channel: Some(channel),
+                next_outgoing_id: s.next_outgoing_id,
+                incoming_window: window,
+                outgoing_window: window,
+                handle_max: Some(self.config.handle_max),
+                ..Default::default()
+            };
+            self.write(local, &Performative::Begin(reply), &[]);
+        }
+        self.events.push_back(Event::SessionBegun { channel: local, begin });
+        Ok(())
+    }
+
+    fn new_session(&self, state: SessionState) -> Session {
+        Session {
+            state,
+            remote_channel: None,
+            next_outgoing_id: 0,
+            next_incoming_id: 0,
+            incoming_window: self.config.session_window,
+            remote_incoming_window: 0,
+            remote_handle_max: u32::MAX,
+            next_delivery_id: 0,
+            by_remote_handle: HashMap::new(),
+            local_handles: Vec::new(),
+            out_unsettled: HashMap::new(),
+            in_unsettled: HashMap::new(),
+        }
+    }
+
+    fn alloc_channel(&mut self) -> Option<u16> {
+        if let Some(i) = self.sessions.iter().position(Option::is_none) {
+            return Some(i as u16);
+        }
+        if self.sessions.len() > self.channel_max as usize {
+            return None;
+        }
+        self.sessions.push(None);
+        Some((self.sessions.len() - 1) as u16)
+    }
+
+    fn on_attach(&mut self, ch: u16, a: Attach) -> Result<(), ProtocolError> {
+        if a.handle > self.config.handle_max {
+            return Err(ProtocolError::HandleAboveMax);
+        }
+        let s = self.session(ch).ok_or(ProtocolError::IllegalState("no session"))?;
+        if s.by_remote_handle.contains_key(&a.handle) {
+            return Err(ProtocolError::HandleInUse(ch));
+        }
+        // The answer to an ATTACH we sent?
+        let pending = s
+            .local_handles
+            .iter()
+            .flatten()
+            .copied()
+            .find(|id| matches!(self.link(*id), Some(l) if l.state == LinkState::AttachSent && l.name == a.name));
+        let max_message_size = self.config.max_message_size;
+        if let Some(id) = pending {
+            if let Some(s) = self.session_mut(ch) {
+                s.by_remote_handle.insert(a.handle, id);
+            }
+            if let Some(l) = self.link_mut(id) {
+                l.remote_handle = Some(a.handle);
+                l.state = LinkState::Attached;
+                l.peer_max_message_size = a.max_message_size.filter(|m| *m > 0).unwrap_or(u64::MAX);
+                if l.role == Role::Receiver {
+                    l.delivery_count = a.initial_delivery_count.unwrap_or(0);
+                }
+                if l.role == Role::Sender {
+                    if let Some(m) = a.rcv_settle_mode {
+                        l.rcv_settle_mode = m;
+                    }
+                } else if let Some(m) = a.snd_settle_mode {
+                    l.snd_settle_mode = m;
+                }
+            }
+            self.events.push_back(Event::Attached { link: id, attach: Box::new(a) });
+            return Ok(());
+        }
+        let role = a.role.peer();
+        let delivery_count = if role == Role::Receiver { a.initial_delivery_count.unwrap_or(0) } else { 0 };
+        let link = Link {
+            channel: ch,
+            name: a.name.clone(),
+            role,
+            state: LinkState::AttachReceived,
+            local_handle: None,
+            remote_handle: Some(a.handle),
+            snd_settle_mode: a.snd_settle_mode(),
+            rcv_settle_mode: a.rcv_settle_mode(),
+            delivery_count,
+            initial_delivery_count: delivery_count,
+            link_credit: 0,
+            drain: false,
+            available: None,
+            max_message_size,
+            peer_max_message_size: a.max_message_size.filter(|m| *m > 0).unwrap_or(u64::MAX),
+            partial: None,
+        };
+        let id = self.alloc_link(link);
+        if let Some(s) = self.session_mut(ch) {
+            s.by_remote_handle.insert(a.handle, id);
+        }
+        self.events.push_back(Event::AttachRequested { link: id, channel: ch, attach: Box::new(a) });
+        Ok(())
+    }
+
+    fn alloc_link(&mut self, link: Link) -> LinkId {
+        if let Some(i) = self.free_links.pop() {
+            self.links[i as usize] = Some(link);
+            LinkId(i)
+        } else {
+            self.links.push(Some(link));
+            LinkId((self.links.len() - 1) as u32)
+        }
+    }
+
+    fn remote_link(&self, ch: u16, handle: u32) -> Result<LinkId, ProtocolError> {
+        self.session(ch)
+            .and_then(|s| s.by_remote_handle.get(&handle).copied())
+            .ok_or(ProtocolError::UnattachedHandle(ch))
+    }
+
+    fn on_flow(&mut self, ch: u16, f: Flow) -> Result<(), ProtocolError> {
+        let link = match f.handle {
+            Some(h) => Some(self.remote_link(ch, h)?),
+            None => None,
+        };
+        let s = self.session_mut(ch).ok_or(ProtocolError::IllegalState("no session"))?;
+        // 2.5.6: remote-incoming-window = next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(ours)
+        let their_next_in = f.next_incoming_id.unwrap_or(0);
+        s.remote_incoming_window = their_next_in.wrapping_add(f.incoming_window).wrapping_sub(s.next_outgoing_id);
+        if s.remote_incoming_window > f.incoming_window {
+            // The peer's view is ahead of ours (ids it has not seen yet): be conservative.
+            s.remote_incoming_window = f.incoming_window;
+        }
+        let Some(id) = link else {
+            if f.echo() {
+                self.write_session_flow(ch);
+            }
+            self.events.push_back(Event::SessionFlow { channel: ch });
+            return Ok(());
+        };
+        let Some(l) = self.link_mut(id) else { return Ok(()) };
+        if l.state == LinkState::DetachSent {
+            return Ok(());
+        }
+        match l.role {
+            Role::Sender => {
+                l.link_credit =
+                    effective_credit(f.delivery_count, f.link_credit.unwrap_or(0), l.delivery_count, l.initial_delivery_count);
+                l.drain = f.drain();
+                let (credit, drain) = (l.link_credit, l.drain);
+                if f.echo() {
+                    self.write_link_flow(id);
+                }
+                self.events.push_back(Event::Credit { link: id, credit, drain });
+            }
+            Role::Receiver => {
+                // The sender's delivery-count may have advanced (drain): our credit shrinks with it.
+                if let Some(dc) = f.delivery_count {
+                    let limit = SerialNumber(l.delivery_count).add(l.link_credit);
+                    l.link_credit = limit.diff(SerialNumber(dc)).clamp(0, u32::MAX as i64) as u32;
+                    l.delivery_count = dc;
+                }
+                l.available = f.available;
+                let (credit, drain, available) = (l.link_credit, f.drain(), f.available);
+                if f.echo() {
+                    self.write_link_flow(id);
+                }
+                self.events.push_back(Event::SenderFlow { link: id, credit, drain, available });
+            }
+        }
+        Ok(())
+    }
+
+    fn on_transfer(&mut self, ch: u16, t: Transfer, payload: Bytes) -> Result<(), ProtocolError> {
+        let window = self.config.session_window;
+        let half = window / 2;
+        let s = self.session_mut(ch).ok_or(ProtocolError::IllegalState("no session"))?;
+        if s.incoming_window == 0 {
+            return Err(ProtocolError::WindowViolation(ch));
+        }
+        s.incoming_window -= 1;
+        s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
+        let replenish = s.incoming_window < half;
+        if replenish {
+            s.incoming_window = window;
+            self.write_session_flow(ch);
+        }
+        let id = self.remote_link(ch, t.handle)?;
+        let Some(l) = self.link_mut(id) else { return Ok(()) };
+        match l.state {
+            LinkState::DetachSent => return Ok(()), // in flight when we detached
+            LinkState::AttachReceived => {
+                return Err(ProtocolError::Link(id, condition::ILLEGAL_STATE, "transfer before the attach was answered"))
+            }
+            _ => {}
+        }
+        if l.role != Role::Receiver {
+            return Err(ProtocolError::Session(ch, condition::ERRANT_LINK, "transfer on a link whose receiver is the peer"));
+        }
+        let mut partial = match l.partial.take() {
+            None => {
+                if t.aborted() {
+                    return Ok(());
+                }
+                let (Some(delivery_id), Some(tag)) = (t.delivery_id, t.delivery_tag.clone()) else {
+                    return Err(ProtocolError::Link(id, condition::INVALID_FIELD, "first transfer without delivery-id or delivery-tag"));
+                };
+                if l.link_credit == 0 {
+                    return Err(ProtocolError::TransferLimitExceeded(id));
+                }
+                let settled = t.settled();
+                match (l.snd_settle_mode, settled) {
+                    (SenderSettleMode::Settled, false) => {
+                        return Err(ProtocolError::Link(id, condition::INVALID_FIELD, "unsettled transfer on a settled link"))
+                    }
+                    (SenderSettleMode::Unsettled, true) => {
+                        return Err(ProtocolError::Link(id, condition::INVALID_FIELD, "settled transfer on an unsettled link"))
+                    }
+                    _ => {}
+                }
+                l.link_credit -= 1;
+                l.delivery_count = l.delivery_count.wrapping_add(1);
+                if payload.len() as u64 > l.max_message_size {
+                    return Err(ProtocolError::MessageSizeExceeded(id));
+                }
+                if !t.more() {
+                    let d = Delivery {
+                        link: id,
+                        delivery_id,
+                        tag,
+                        settled,
+                        message_format: t.message_format.unwrap_or(0),
+                        payload,
+                    };
+                    return self.deliver(ch, d);
+                }
+                let mut data = BytesMut::with_capacity(payload.len() * 4);
+                data.extend_from_slice(&payload);
+                l.partial = Some(Partial { delivery_id, tag, settled, message_format: t.message_format.unwrap_or(0), data });
+                return Ok(());
+            }
+            Some(p) => p,
+        };
+        if t.delivery_id.is_some_and(|d| d != partial.delivery_id) {
+            return Err(ProtocolError::Link(id, condition::INVALID_FIELD, "continuation transfer with another delivery-id"));
+        }
+        if t.aborted() {
+            let delivery_id = partial.delivery_id;
+            self.events.push_back(Event::Aborted { link: id, delivery_id });
+            return Ok(());
+        }
+        if (partial.data.len() + payload.len()) as u64 > l.max_message_size {
+            return Err(ProtocolError::MessageSizeExceeded(id));
+        }
+        partial.data.extend_from_slice(&payload);
+        partial.settled |= t.settled();
+        if t.more() {
+            l.partial = Some(partial);
+            return Ok(());
+        }
+        let d = Delivery {
+            link: id,
+            delivery_id: partial.delivery_id,
+            tag: partial.tag,
+            settled: partial.settled,
+            message_format: partial.message_format,
+            payload: partial.data.freeze(),
+        };
+        self.deliver(ch, d)
+    }
+
+    fn deliver(&mut self, ch: u16, d: Delivery) -> Result<(), ProtocolError> {
+        if !d.settled {
+            if let Some(s) = self.session_mut(ch) {
+                s.in_unsettled.insert(d.delivery_id, d.link);
+            }
+        }
+        self.events.push_back(Event::Delivery(d));
+        Ok(())
+    }
+
+    fn on_disposition(&mut self, ch: u16, d: Disposition) -> Result<(), ProtocolError> {
+        let Some(s) = self.session_mut(ch) else { return Ok(()) };
+        // The peer as receiver speaks of our outgoing deliveries, and vice versa.
+        let map = if d.role == Role::Receiver { &mut s.out_unsettled } else { &mut s.in_unsettled };
+        let first = SerialNumber(d.first);
+        let last = SerialNumber(d.last());
+        let span = d.last().wrapping_sub(d.first) as u64 + 1;
+        // Walk whichever is smaller: the range, or the deliveries we know.
+        let mut hits: Vec<(u32, LinkId)> = if span <= map.len() as u64 {
+            (0..span as u32)
+                .filter_map(|i| {
+                    let id = d.first.wrapping_add(i);
+                    map.get(&id).map(|l| (id, *l))
+                })
+                .collect()
+        } else {
+            map.iter().filter(|(id, _)| SerialNumber(**id).in_range(first, last)).map(|(id, l)| (*id, *l)).collect()
+        };
+        hits.sort_by(|a, b| SerialNumber(a.0).diff(first).cmp(&SerialNumber(b.0).diff(first)));
+        let settled = d.settled();
+        if settled {
+            for (id, _) in &hits {
+                map.remove(id);
+            }
+        }
+        for (delivery_id, link) in hits {
+            self.events.push_back(Event::Disposition { link, delivery_id, settled, state: d.state.clone() });
+        }
+        Ok(())
+    }
+
+    fn on_detach(&mut self, ch: u16, d: Detach) -> Result<(), ProtocolError> {
+        let id = self.remote_link(ch, d.handle)?;
+        let Some(l) = self.link(id) else { return Ok(()) };
+        let we_detached = l.state == LinkState::DetachSent;
+        if !we_detached {
+            if let Some(h) = l.local_handle {
+                let reply = Detach { handle: h, closed: Some(d.closed()), error: None };
+                self.write(ch, &Performative::Detach(reply), &[]);
+            }
+            self.events.push_back(Event::Detached { link: id, closed: d.closed(), error: d.error, local: false });
+        }
+        self.free_link(id);
+        Ok(())
+    }
+
+    fn on_end(&mut self, ch: u16, e: End) -> Result<(), ProtocolError> {
+        self.write(ch, &Performative::End(End { error: None }), &[]);
+        self.detach_all(ch, false);
+        self.free_session(ch);
+        self.events.push_back(Event::SessionEnded { channel: ch, error: e.error, local: false });
+        Ok(())
+    }
+
+    // ---------------------------------------------------------------- errors
+
+    fn fail(&mut self, e: ProtocolError) {
+        let (scope, error) = e.to_amqp();
+        self.events.push_back(Event::LocalError { scope, error: error.clone() });
+        match scope {
+            Scope::Connection => self.close(Some(error)),
+            Scope::Session(ch) => self.end_session(ch, Some(error)),
+            Scope::Link(id) => self.detach(id, Some(error)),
+        }
+    }
+
+    // ---------------------------------------------------------------- application calls
+
+    /// Close the connection (with an error, or gracefully). An OPEN is sent first when
+    /// none was (2.4.5); the transport may be shut down when [`Self::is_closed`].
+    pub fn close(&mut self, error: Option<Error>) {
+        match self.phase {
+            Phase::Closed | Phase::Closing => return,
+            Phase::Header { .. } | Phase::SaslInit | Phase::SaslDecision | Phase::SaslMechanisms | Phase::SaslOutcome
+                if !self.open_sent =>
+            {
+                // No AMQP layer yet: nothing to close politely.
+                self.phase = Phase::Closed;
+                self.events.push_back(Event::Closed { error, local: true });
+                return;
+            }
+            _ => {}
+        }
+        self.flush_disposition();
+        if !self.open_sent {
+            self.send_open();
+        }
+        self.out.frame(FRAME_TYPE_AMQP, 0, &Performative::Close(Close { error: error.clone() }), &[]);
+        self.closing_deadline = self.now + 2_000;
+        // After an error nothing more is expected from the peer.
+        self.phase = if error.is_some() { Phase::Closed } else { Phase::Closing };
+        self.events.push_back(Event::Closed { error, local: true });
+    }
+
+    /// Begin a session; [`Event::SessionBegun`] follows when the peer answers.
+    pub fn begin(&mut self) -> Result<u16, UsageError> {
+        if !self.open_sent || matches!(self.phase, Phase::Closed | Phase::Closing) {
+            return Err(UsageError::NotOpen);
+        }
+        let ch = self.alloc_channel().ok_or(UsageError::Exhausted)?;
+        let s = self.new_session(SessionState::BeginSent);
+        let begin = Begin {
+            remote_channel: None,
+            next_outgoing_id: s.next_outgoing_id,
+            incoming_window: self.config.session_window,
+            outgoing_window: self.config.session_window,
+            handle_max: Some(self.config.handle_max),
+            ..Default::default()
+        };
+        self.sessions[ch as usize] = Some(s);
+        self.write(ch, &Performative::Begin(begin), &[]);
+        Ok(ch)
+    }
+
+    /// End a session (its links are reported as [`Event::Detached`]).
+    pub fn end_session(&mut self, ch: u16, error: Option<Error>) {
+        let Some(s) = self.session_mut(ch) else { return };
+        if s.state == SessionState::EndSent {
+            return;
+        }
+        s.state = SessionState::EndSent;
+        self.write(ch, &Performative::End(End { error: error.clone() }), &[]);
+        self.detach_all(ch, true);
+        self.events.push_back(Event::SessionEnded { channel: ch, error, local: true });
+    }
+
+    fn detach_all(&mut self, ch: u16, local: bool) {
+        let ids: Vec<LinkId> = match self.session(ch) {
+            Some(s) => {
+                let mut v: Vec<LinkId> = s.local_handles.iter().flatten().copied().collect();
+                v.extend(s.by_remote_handle.values().copied());
+                v.sort();
+                v.dedup();
+                v
+            }
+            None => return,
+        };
+        for id in ids {
+            if matches!(self.link(id), Some(l) if l.state != LinkState::DetachSent) {
+                self.events.push_back(Event::Detached { link: id, closed: false, error: None, local });
+            }
+            self.free_link(id);
+        }
+    }
+
+    /// Attach a link on a session (we attach first); [`Event::Attached`] follows.
+    /// `handle` in `attach` is assigned by the engine.
+    pub fn attach(&mut self, ch: u16, mut attach: Attach) -> Result<LinkId, UsageError> {
+        let handle = self.alloc_handle(ch)?;
+        let role = attach.role;
+        let initial = attach.initial_delivery_count.unwrap_or(0);
+        if role == Role::Sender {
+            attach.initial_delivery_count = Some(initial);
+        }
+        attach.handle = handle;
+        let link = Link {
+            channel: ch,
+            name: attach.name.clone(),
+            role,
+            state: LinkState::AttachSent,
+            local_handle: Some(handle),
+            remote_handle: None,
+            snd_settle_mode: attach.snd_settle_mode(),
+            rcv_settle_mode: attach.rcv_settle_mode(),
+            delivery_count: initial,
+            initial_delivery_count: initial,
+            link_credit: 0,
+            drain: false,
+            available: None,
+            max_message_size: self.config.max_message_size,
+            peer_max_message_size: u64::MAX,
+            partial: None,
+        };
+        let id = self.alloc_link(link);
+        if let Some(s) = self.session_mut(ch) {
+            s.local_handles[handle as usize] = Some(id);
+        }
+        self.write(ch, &Performative::Attach(attach), &[]);
+        Ok(id)
+    }
+
+    fn alloc_handle(&mut self, ch: u16) -> Result<u32, UsageError> {
+        if !self.is_open() {
+            return Err(UsageError::NotOpen);
+        }
+        let handle_max = self.config.handle_max;
+        let s = self.session_mut(ch).ok_or(UsageError::UnknownEndpoint)?;
+        if s.state != SessionState::Mapped && s.state != SessionState::BeginSent {
+            return Err(UsageError::UnknownEndpoint);
+        }
+        let limit = handle_max.min(s.remote_handle_max);
+        if let Some(i) = s.local_handles.iter().position(Option::is_none) {
+            return Ok(i as u32);
+        }
+        if s.local_handles.len() as u64 > limit as u64 {
+            return Err(UsageError::Exhausted);
+        }
+        s.local_handles.push(None);
+        Ok((s.local_handles.len() - 1) as u32)
+    }
+
+    /// Answer the peer's ATTACH ([`Event::AttachRequested`]). Name, handle and role
+    /// are filled in by the engine; for a sending link, initial-delivery-count too.
+    pub fn attach_reply(&mut self, id: LinkId, mut reply: Attach) -> Result<(), UsageError> {
+        let l = self.link(id).ok_or(UsageError::UnknownEndpoint)?;
+        if l.state != LinkState::AttachReceived {
+            return Err(UsageError::UnknownEndpoint);
+        }
+        let ch = l.channel;
+        let handle = self.alloc_handle(ch)?;
+        if let Some(s) = self.session_mut(ch) {
+            s.local_handles[handle as usize] = Some(id);
+        }
+        let l = self.link_mut(id).ok_or(UsageError::UnknownEndpoint)?;
+        l.local_handle = Some(handle);
+        l.state = LinkState::Attached;
+        reply.name = l.name.clone();
+        reply.handle = handle;
+        reply.role = l.role;
+        if l.role == Role::Sender {
+            reply.initial_delivery_count = Some(l.delivery_count);
+        } else {
+            reply.initial_delivery_count = None;
+        }
+        if let Some(m) = reply.snd_settle_mode {
+            l.snd_settle_mode = m;
+        }
+        if let Some(m) = reply.rcv_settle_mode {
+            l.rcv_settle_mode = m;
+        }
+        if let Some(m) = reply.max_message_size.filter(|m| *m > 0) {
+            l.max_message_size = l.max_message_size.min(m);
+        }
+        self.write(ch, &Performative::Attach(reply), &[]);
+        Ok(())
+    }
+
+    /// Refuse the peer's ATTACH: answer with no terminus on our side, then detach
+    /// with `error` (2.6.3).
+    pub fn refuse_attach(&mut self, id: LinkId, error: Error) -> Result<(), UsageError> {
+        let role = self.link(id).ok_or(UsageError::UnknownEndpoint)?.role;
+        let mut reply = Attach::default();
+        // The peer's terminus on its own side is echoed as absent on ours.
+        reply.source = None;
+        reply.target = None;
+        if role == Role::Sender {
+            reply.source = None;
+        }
+        self.attach_reply(id, reply)?;
+        self.detach(id, Some(error));
+        Ok(())
+    }
+
+    /// Detach (close) a link. An error is reported to the peer; our own
+    /// [`Event::Detached`] is raised only when the engine detaches on its own (errors).
+    pub fn detach(&mut self, id: LinkId, error: Option<Error>) {
+        let Some(l) = self.link_mut(id) else { return };
+        if l.state == LinkState::DetachSent {
+            return;
+        }
+        let ch = l.channel;
+        let was_attached_by_peer = l.remote_handle.is_some();
+        l.state = LinkState::DetachSent;
+        l.partial = None;
+        let handle = l.local_handle;
+        if let Some(h) = handle {
+            let d = Detach { handle: h, closed: Some(true), error: error.clone() };
+            self.write(ch, &Performative::Detach(d), &[]);
+        }
+        if error.is_some() {
+            self.events.push_back(Event::Detached { link: id, closed: true, error, local: true });
+        }
+        // Deliveries of this link are no longer tracked by the session.
+        if let Some(s) = self.session_mut(ch) {
+            s.out_unsettled.retain(|_, l| *l != id);
+            s.in_unsettled.retain(|_, l| *l != id);
+        }
+        if !was_attached_by_peer || handle.is_none() {
+            // The peer never attached (or we never answered): nothing more will come.
+            if handle.is_none() {
+                self.free_link(id);
+            }
+        }
+    }
+
+    fn free_link(&mut self, id: LinkId) {
+        let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::take) else { return };
+        self.free_links.push(id.0);
+        if let Some(s) = self.sessions.get_mut(l.channel as usize).and_then(Option::as_mut) {
+            if let Some(h) = l.remote_handle {
+                if s.by_remote_handle.get(&h) == Some(&id) {
+                    s.by_remote_handle.remove(&h);
+                }
+            }
+            if let Some(h) = l.local_handle {
+                if let Some(slot) = s.local_handles.get_mut(h as usize) {
+                    *slot = None;
+                }
+            }
+            s.out_unsettled.retain(|_, l| *l != id);
+            s.in_unsettled.retain(|_, l| *l != id);
+        }
+    }
+
+    fn free_session(&mut self, ch: u16) {
+        let ids: Vec<LinkId> = self
+            .links
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.as_ref().filter(|l| l.channel == ch).map(|_| LinkId(i as u32)))
+            .collect();
+        for id in ids {
+            self.free_link(id);
+        }
+        if let Some(slot) = self.sessions.get_mut(ch as usize) {
+            if let Some(s) = slot.take() {
+                if let Some(rc) = s.remote_channel {
+                    self.remote_channels.remove(&rc);
+                }
+            }
+        }
+    }
+
+    /// Receiver links: set link-credit to `credit` and tell the sender.
+    pub fn grant_credit(&mut self, id: LinkId, credit: u32, drain: bool) -> Result<(), UsageError> {
+        let l = self.link_mut(id).ok_or(UsageError::UnknownEndpoint)?;
+        if l.role != Role::Receiver {
+            return Err(UsageError::WrongRole);
+        }
+        if l.state != LinkState::Attached {
+            return Err(UsageError::UnknownEndpoint);
+        }
+        l.link_credit = credit;
+        l.drain = drain;
+        self.write_link_flow(id);
+        Ok(())
+    }
+
+    /// Sender links: the drain is complete. delivery-count advances by the remaining
+    /// credit, credit becomes 0, and FLOW(link-credit=0, drain=true) is sent at once.
+    pub fn drain_complete(&mut self, id: LinkId) -> Result<(), UsageError> {
+        let l = self.link_mut(id).ok_or(UsageError::UnknownEndpoint)?;
+        if l.role != Role::Sender {
+            return Err(UsageError::WrongRole);
+        }
+        l.delivery_count = l.delivery_count.wrapping_add(l.link_credit);
+        l.link_credit = 0;
+        l.drain = true;
+        self.write_link_flow(id);
+        if let Some(l) = self.link_mut(id) {
+            l.drain = false;
+        }
+        Ok(())
+    }
+
+    /// Sender links: tell the receiver how many messages are available.
+    pub fn set_available(&mut self, id: LinkId, available: u32) -> Result<(), UsageError> {
+        let l = self.link_mut(id).ok_or(UsageError::UnknownEndpoint)?;
+        l.available = Some(available);
+        self.write_link_flow(id);
+        Ok(())
+    }
+
+    /// Sender links: send one message. The delivery consumes one credit and as many
+    /// session-window slots as frames; payloads above the peer's frame size are split
+    /// into several TRANSFER frames, each a zero-copy slice of `payload`.
+    pub fn send(&mut self, id: LinkId, tag: DeliveryTag, payload: Bytes, settled: bool) -> Result<u32, UsageError> {
+        self.send_with_format(id, tag, payload, settled, 0)
+    }
+
+    /// [`Self::send`] with an explicit message-format.
+    pub fn send_with_format(
+        &mut self,
+        id: LinkId,
+        tag: DeliveryTag,
+        payload: Bytes,
+        settled: bool,
+        message_format: u32,
+    ) -> Result<u32, UsageError> {
+        if !self.is_open() {
+            return Err(UsageError::NotOpen);
+        }
+        let frame_size = self.send_max_frame_size as usize;
+        let l = self.links.get(id.0 as usize).and_then(Option::as_ref).ok_or(UsageError::UnknownEndpoint)?;
+        if l.role != Role::Sender {
+            return Err(UsageError::WrongRole);
+        }
+        if l.state != LinkState::Attached {
+            return Err(UsageError::UnknownEndpoint);
+        }
+        if l.link_credit == 0 {
+            return Err(UsageError::NoCredit);
+        }
+        let (ch, handle) = (l.channel, l.local_handle.unwrap_or(0));
+        let chunk = frame_size - TRANSFER_OVERHEAD;
+        let frames = payload.len().div_ceil(chunk).max(1) as u32;
+        let s = self.sessions.get_mut(ch as usize).and_then(Option::as_mut).ok_or(UsageError::UnknownEndpoint)?;
+        if s.state != SessionState::Mapped {
+            return Err(UsageError::UnknownEndpoint);
+        }
+        if s.remote_incoming_window < frames {
+            return Err(UsageError::SessionWindow);
+        }
+        let remote_channel = s.remote_channel.unwrap_or(0);
+        let delivery_id = s.next_delivery_id;
+        s.next_delivery_id = delivery_id.wrapping_add(1);
+        s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames);
+        s.remote_incoming_window -= frames;
+        if !settled {
+            s.out_unsettled.insert(delivery_id, id);
+        }
+        if let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            l.link_credit -= 1;
+            l.delivery_count = l.delivery_count.wrapping_add(1);
+        }
+        self.flush_disposition();
+        let mut offset = 0;
+        for i in 0..frames {
+            let end = (offset + chunk).min(payload.len());
+            let more = i + 1 < frames;
+            let t = if i == 0 {
+                Transfer {
+                    handle,
+                    delivery_id: Some(delivery_id),
+                    delivery_tag: Some(tag.clone()),
+                    message_format: Some(message_format),
+                    settled: Some(settled),
+                    more: more.then_some(true),
+                    ..Default::default()
+                }
+            } else {
+                Transfer { handle, more: more.then_some(true), ..Default::default() }
+            };
+            self.out.transfer_frame(remote_channel, &t, payload.slice(offset..end));
+            offset = end;
+        }
+        Ok(delivery_id)
+    }
+
+    /// Change the state of, or settle, a delivery we received (role receiver) or sent
+    /// (role sender). Consecutive dispositions with the same state are coalesced into
+    /// one DISPOSITION range.
+    pub fn disposition(&mut self, id: LinkId, delivery_id: u32, settled: bool, state: Option<DeliveryState>) {
+        let Some(l) = self.link(id) else { return };
+        let (ch, role) = (l.channel, l.role);
+        let Some(s) = self.session_mut(ch) else { return };
+        if settled {
+            match role {
+                Role::Receiver => s.in_unsettled.remove(&delivery_id),
+                Role::Sender => s.out_unsettled.remove(&delivery_id),
+            };
+        }
+        if let Some((pch, p)) = &mut self.pending_disposition {
+            if *pch == ch
+                && p.role == role
+                && p.settled() == settled
+                && p.state == state
+                && p.last().wrapping_add(1) == delivery_id
+            {
+                p.last = Some(delivery_id);
+                return;
+            }
+        }
+        self.flush_disposition();
+        let d = Disposition {
+            role,
+            first: delivery_id,
+            last: None,
+            settled: settled.then_some(true),
+            state,
+            batchable: None,
+        };
+        self.pending_disposition = Some((ch, d));
+    }
+
+    fn flush_disposition(&mut self) {
+        if let Some((ch, d)) = self.pending_disposition.take() {
+            self.write(ch, &Performative::Disposition(d), &[]);
+        }
+    }
+
+    /// Flow state of a link.
+    pub fn link_info(&self, id: LinkId) -> Option<LinkInfo> {
+        self.link(id).map(|l| LinkInfo {
+            channel: l.channel,
+            name: l.name.clone(),
+            role: l.role,
+            handle: l.local_handle,
+            delivery_count: l.delivery_count,
+            link_credit: l.link_credit,
+            drain: l.drain,
+        })
+    }
+
+    /// Link credit currently available (sender) or granted (receiver).
+    #[inline]
+    pub fn link_credit(&self, id: LinkId) -> u32 {
+        self.link(id).map_or(0, |l| l.link_credit)
+    }
+
+    /// Messages the peer's session window still admits from us on this channel.
+    pub fn session_window(&self, ch: u16) -> u32 {
+        self.session(ch).map_or(0, |s| s.remote_incoming_window)
+    }
+
+    /// Number of unsettled deliveries we track on a session (incoming, outgoing).
+    pub fn unsettled_counts(&self, ch: u16) -> (usize, usize) {
+        self.session(ch).map_or((0, 0), |s| (s.in_unsettled.len(), s.out_unsettled.len()))
+    }
+
+    /// The negotiated maximum frame size for what we send.
+    pub fn send_max_frame_size(&self) -> u32 {
+        self.send_max_frame_size
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    fn session(&self, ch: u16) -> Option<&Session> {
+        self.sessions.get(ch as usize).and_then(Option::as_ref)
+    }
+
+    fn session_mut(&mut self, ch: u16) -> Option<&mut Session> {
+        self.sessions.get_mut(ch as usize).and_then(Option::as_mut)
+    }
+
+    fn link(&self, id: LinkId) -> Option<&Link> {
+        self.links.get(id.0 as usize).and_then(Option::as_ref)
+    }
+
+    fn link_mut(&mut self, id: LinkId) -> Option<&mut Link> {
+        self.links.get_mut(id.0 as usize).and_then(Option::as_mut)
+    }
+
+    /// Write an AMQP frame on a local channel (translated to the peer's channel for
+    /// sessions the peer began; our BEGIN goes on our own channel number).
+    fn write(&mut self, ch: u16, p: &Performative, payload: &[u8]) {
+        if !matches!(p, Performative::Disposition(_)) {
+            self.flush_disposition();
+        }
+        // Outgoing frames use our local channel number (2.5.1: the sender's channel).
+        self.out.frame(FRAME_TYPE_AMQP, ch, p, payload);
+    }
+
+    fn session_flow(&self, ch: u16) -> Option<Flow> {
+        let s = self.session(ch)?;
+        Some(Flow {
+            next_incoming_id: Some(s.next_incoming_id),
+            incoming_window: s.incoming_window,
+            next_outgoing_id: s.next_outgoing_id,
+            outgoing_window: self.config.session_window,
+            ..Default::default()
+        })
+    }
+
+    fn write_session_flow(&mut self, ch: u16) {
+        if let Some(f) = self.session_flow(ch) {
+            self.write(ch, &Performative::Flow(f), &[]);
+        }
+    }
+
+    fn write_link_flow(&mut self, id: LinkId) {
+        let Some(l) = self.link(id) else { return };
+        let ch = l.channel;
+        let Some(mut f) = self.session_flow(ch) else { return };
+        f.handle = l.local_handle;
+        f.delivery_count = Some(l.delivery_count);
+        f.link_credit = Some(l.link_credit);
+        f.available = l.available;
+        f.drain = l.drain.then_some(true);
+        if f.handle.is_some() {
+            self.write(ch, &Performative::Flow(f), &[]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,77 @@
+//! The outgoing byte queue: small frames are batched into one buffer so that the
+//! transport can write many frames per system call; a large TRANSFER payload is
+//! queued as its own chunk that shares the caller's memory.
+
+use crate::codec::Encode;
+use crate::frame::{write_frame, FRAME_TYPE_AMQP};
+use crate::types::Transfer;
+use bytes::{BufMut, Bytes, BytesMut};
+use std::collections::VecDeque;
+
+/// Payloads at least this large are queued by reference instead of copied.
+pub const ZERO_COPY_THRESHOLD: usize = 4096;
+
+/// Bytes waiting to be written.
+#[derive(Debug, Default)]
+pub struct Transmit {
+    chunks: VecDeque<Bytes>,
+    buf: BytesMut,
+}
+
+impl Transmit {
+    /// True when nothing is waiting.
+    pub fn is_empty(&self) -> bool {
+        self.chunks.is_empty() && self.buf.is_empty()
+    }
+
+    /// Queue raw bytes (protocol headers, heartbeats).
+    pub fn raw(&mut self, b: &[u8]) {
+        self.buf.extend_from_slice(b);
+    }
+
+    /// Queue one frame.
+    #[inline]
+    pub fn frame<T: Encode + ?Sized>(&mut self, frame_type: u8, channel: u16, body: &T, payload: &[u8]) {
+        write_frame(&mut self.buf, frame_type, channel, body, payload);
+    }
+
+    /// Queue one TRANSFER frame; its payload is referenced, not copied, when large.
+    #[inline]
+    pub fn transfer_frame(&mut self, channel: u16, t: &Transfer, payload: Bytes) {
+        if payload.len() < ZERO_COPY_THRESHOLD {
+            write_frame(&mut self.buf, FRAME_TYPE_AMQP, channel, &TransferRef(t), &payload);
+            return;
+        }
+        let at = self.buf.len();
+        self.buf.put_slice(&[0, 0, 0, 0, 2, FRAME_TYPE_AMQP]);
+        self.buf.put_u16(channel);
+        TransferRef(t).encode(&mut self.buf);
+        let size = (self.buf.len() - at + payload.len()) as u32;
+        self.buf[at..at + 4].copy_from_slice(&size.to_be_bytes());
+        self.chunks.push_back(self.buf.split().freeze());
+        self.chunks.push_back(payload);
+    }
+
+    /// The next chunk to write.
+    #[inline]
+    pub fn pop(&mut self) -> Option<Bytes> {
+        if let Some(c) = self.chunks.pop_front() {
+            return Some(c);
+        }
+        if self.buf.is_empty() {
+            return None;
+        }
+        Some(self.buf.split().freeze())
+    }
+}
+
+/// Encodes a borrowed TRANSFER without building a `Performative`.
+struct TransferRef<'a>(&'a Transfer);
+
+impl Encode for TransferRef<'_> {
+    #[inline]
+    fn encode(&self, out: &mut BytesMut) {
+        self.0.encode(out)
+    }
+}
+

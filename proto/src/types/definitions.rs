@@ -1,0 +1,191 @@
+//! Definitions of the transport layer (part 2 section 2.8) and the error type.
+
+use crate::codec::{
+    format, Decode, DecodeError, DecodeResult, Decoder, Encode, Fields, Symbol,
+};
+use crate::described_list;
+use bytes::{BufMut, BytesMut};
+
+/// 2.8.1 role: false = sender, true = receiver.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Hash)]
+pub enum Role {
+    /// The link's sender end.
+    #[default]
+    Sender,
+    /// The link's receiver end.
+    Receiver,
+}
+
+impl Role {
+    /// The role at the other end of the link.
+    pub fn peer(self) -> Role {
+        match self {
+            Role::Sender => Role::Receiver,
+            Role::Receiver => Role::Sender,
+        }
+    }
+}
+
+impl<'a> Decode<'a> for Role {
+    #[inline]
+    fn decode_with(d: &mut Decoder<'a>, code: u8) -> DecodeResult<Self> {
+        Ok(if bool::decode_with(d, code)? { Role::Receiver } else { Role::Sender })
+    }
+}
+
+impl Encode for Role {
+    #[inline]
+    fn encode(&self, out: &mut BytesMut) {
+        (*self == Role::Receiver).encode(out)
+    }
+}
+
+/// 2.8.2 sender-settle-mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SenderSettleMode {
+    /// 0: every delivery is sent unsettled.
+    Unsettled,
+    /// 1: every delivery is sent settled (pre-settled).
+    Settled,
+    /// 2: either (the default).
+    #[default]
+    Mixed,
+}
+
+impl<'a> Decode<'a> for SenderSettleMode {
+    fn decode_with(d: &mut Decoder<'a>, code: u8) -> DecodeResult<Self> {
+        match u8::decode_with(d, code)? {
+            0 => Ok(SenderSettleMode::Unsettled),
+            1 => Ok(SenderSettleMode::Settled),
+            2 => Ok(SenderSettleMode::Mixed),
+            _ => Err(DecodeError::Invalid("sender-settle-mode out of range")),
+        }
+    }
+}
+
+impl Encode for SenderSettleMode {
+    fn encode(&self, out: &mut BytesMut) {
+        (*self as u8).encode(out)
+    }
+}
+
+/// 2.8.3 receiver-settle-mode.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ReceiverSettleMode {
+    /// 0: the receiver settles first (the default).
+    #[default]
+    First,
+    /// 1: the receiver settles only after the sender has.
+    Second,
+}
+
+impl<'a> Decode<'a> for ReceiverSettleMode {
+    fn decode_with(d: &mut Decoder<'a>, code: u8) -> DecodeResult<Self> {
+        match u8::decode_with(d, code)? {
+            0 => Ok(ReceiverSettleMode::First),
+            1 => Ok(ReceiverSettleMode::Second),
+            _ => Err(DecodeError::Invalid("receiver-settle-mode out of range")),
+        }
+    }
+}
+
+impl Encode for ReceiverSettleMode {
+    fn encode(&self, out: &mut BytesMut) {
+        (*self as u8).encode(out)
+    }
+}
+
+/// 2.8.7 delivery-tag: binary of at most 32 bytes, stored inline (no allocation).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+pub struct DeliveryTag(pub heapless::Vec<u8, 32>);
+
+impl DeliveryTag {
+    /// A tag from bytes; None when longer than 32 bytes.
+    pub fn from_slice(b: &[u8]) -> Option<Self> {
+        heapless::Vec::from_slice(b).ok().map(DeliveryTag)
+    }
+
+    /// A tag holding the big-endian bytes of `n` (how the broker numbers its deliveries).
+    pub fn from_u64(n: u64) -> Self {
+        let mut v = heapless::Vec::new();
+        // Eight bytes always fit in 32.
+        let _ = v.extend_from_slice(&n.to_be_bytes());
+        DeliveryTag(v)
+    }
+
+    /// The tag's bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl<'a> Decode<'a> for DeliveryTag {
+    #[inline]
+    fn decode_with(d: &mut Decoder<'a>, code: u8) -> DecodeResult<Self> {
+        match code {
+            format::VBIN8 | format::VBIN32 => {
+                let raw = d.variable(code)?;
+                DeliveryTag::from_slice(raw).ok_or(DecodeError::InvalidLength("delivery-tag longer than 32 bytes"))
+            }
+            found => Err(DecodeError::UnexpectedType { expected: "binary delivery-tag", found }),
+        }
+    }
+}
+
+impl Encode for DeliveryTag {
+    #[inline]
+    fn encode(&self, out: &mut BytesMut) {
+        out.put_u8(format::VBIN8);
+        out.put_u8(self.0.len() as u8);
+        out.put_slice(&self.0);
+    }
+}
+
+described_list! {
+    /// 2.8.14 error: a condition, a description and extra information.
+    pub struct Error = 0x1d, "amqp:error:list" {
+        /// The error condition (a symbol such as `amqp:not-found`).
+        pub condition: Symbol,
+        /// Human-readable description.
+        pub description: Option<String>,
+        /// Additional information.
+        pub info: Option<Fields>,
+    }
+}
+
+impl Error {
+    /// An error with a condition and a description.
+    pub fn new(condition: &str, description: impl Into<String>) -> Self {
+        Error { condition: Symbol::new(condition), description: Some(description.into()), info: None }
+    }
+}
+
+/// AMQP error conditions (2.8.15 – 2.8.18) and the ones the broker uses.
+#[allow(missing_docs)]
+pub mod condition {
+    pub const INTERNAL_ERROR: &str = "amqp:internal-error";
+    pub const NOT_FOUND: &str = "amqp:not-found";
+    pub const UNAUTHORIZED_ACCESS: &str = "amqp:unauthorized-access";
+    pub const DECODE_ERROR: &str = "amqp:decode-error";
+    pub const RESOURCE_LIMIT_EXCEEDED: &str = "amqp:resource-limit-exceeded";
+    pub const NOT_ALLOWED: &str = "amqp:not-allowed";
+    pub const INVALID_FIELD: &str = "amqp:invalid-field";
+    pub const NOT_IMPLEMENTED: &str = "amqp:not-implemented";
+    pub const RESOURCE_LOCKED: &str = "amqp:resource-locked";
+    pub const PRECONDITION_FAILED: &str = "amqp:precondition-failed";
+    pub const RESOURCE_DELETED: &str = "amqp:resource-deleted";
+    pub const ILLEGAL_STATE: &str = "amqp:illegal-state";
+    pub const FRAME_SIZE_TOO_SMALL: &str = "amqp:frame-size-too-small";
+    pub const CONNECTION_FORCED: &str = "amqp:connection:forced";
+    pub const FRAMING_ERROR: &str = "amqp:connection:framing-error";
+    pub const CONNECTION_REDIRECT: &str = "amqp:connection:redirect";
+    pub const WINDOW_VIOLATION: &str = "amqp:session:window-violation";
+    pub const ERRANT_LINK: &str = "amqp:session:errant-link";
+    pub const HANDLE_IN_USE: &str = "amqp:session:handle-in-use";
+    pub const UNATTACHED_HANDLE: &str = "amqp:session:unattached-handle";
+    pub const DETACH_FORCED: &str = "amqp:link:detach-forced";
+    pub const TRANSFER_LIMIT_EXCEEDED: &str = "amqp:link:transfer-limit-exceeded";
+    pub const MESSAGE_SIZE_EXCEEDED: &str = "amqp:link:message-size-exceeded";
+    pub const LINK_REDIRECT: &str = "amqp:link:redirect";
+    pub const STOLEN: &str = "amqp:link:stolen";
+}

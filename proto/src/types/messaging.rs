@@ -1,0 +1,338 @@
+//! Message format (part 3 section 3.2): sections are located in the payload and kept
+//! as raw `Bytes` slices; only the sections a caller asks for are decoded.
+
+use crate::codec::{
+    format, Decode, DecodeError, DecodeResult, Decoder, Encode, Symbol, Timestamp, Value,
+};
+use crate::described_list;
+use bytes::{BufMut, Bytes, BytesMut};
+
+described_list! {
+    /// 3.2.1 header: transport headers for a message.
+    pub struct Header = 0x70, "amqp:header:list" {
+        /// Specify durability requirements (default false).
+        pub durable: Option<bool>,
+        /// Relative message priority (default 4).
+        pub priority: Option<u8>,
+        /// Time to live in milliseconds.
+        pub ttl: Option<u32>,
+        /// The message has not been acquired by any other link (default false).
+        pub first_acquirer: Option<bool>,
+        /// The number of unsuccessful previous delivery attempts (default 0).
+        pub delivery_count: Option<u32>,
+    }
+}
+
+described_list! {
+    /// 3.2.4 properties: immutable properties of the message.
+    pub struct Properties = 0x73, "amqp:properties:list" {
+        /// Application message identifier (ulong, uuid, binary or string).
+        pub message_id: Option<Value>,
+        /// Creating user id.
+        pub user_id: Option<Bytes>,
+        /// The address of the node the message is destined for.
+        pub to: Option<String>,
+        /// The subject of the message.
+        pub subject: Option<String>,
+        /// The node to send replies to.
+        pub reply_to: Option<String>,
+        /// Application correlation identifier.
+        pub correlation_id: Option<Value>,
+        /// MIME content type.
+        pub content_type: Option<Symbol>,
+        /// MIME content encoding.
+        pub content_encoding: Option<Symbol>,
+        /// The time when this message is considered expired.
+        pub absolute_expiry_time: Option<Timestamp>,
+        /// The time when this message was created.
+        pub creation_time: Option<Timestamp>,
+        /// The group this message belongs to.
+        pub group_id: Option<String>,
+        /// The relative position of this message within its group.
+        pub group_sequence: Option<u32>,
+        /// The group the reply message belongs to.
+        pub reply_to_group_id: Option<String>,
+    }
+}
+
+/// Section descriptor codes (3.2.1 – 3.2.10).
+#[allow(missing_docs)]
+pub mod section {
+    pub const HEADER: u64 = 0x70;
+    pub const DELIVERY_ANNOTATIONS: u64 = 0x71;
+    pub const MESSAGE_ANNOTATIONS: u64 = 0x72;
+    pub const PROPERTIES: u64 = 0x73;
+    pub const APPLICATION_PROPERTIES: u64 = 0x74;
+    pub const DATA: u64 = 0x75;
+    pub const AMQP_SEQUENCE: u64 = 0x76;
+    pub const AMQP_VALUE: u64 = 0x77;
+    pub const FOOTER: u64 = 0x78;
+}
+
+const SECTION_NAMES: &[(&str, u64)] = &[
+    ("amqp:header:list", section::HEADER),
+    ("amqp:delivery-annotations:map", section::DELIVERY_ANNOTATIONS),
+    ("amqp:message-annotations:map", section::MESSAGE_ANNOTATIONS),
+    ("amqp:properties:list", section::PROPERTIES),
+    ("amqp:application-properties:map", section::APPLICATION_PROPERTIES),
+    ("amqp:data:binary", section::DATA),
+    ("amqp:amqp-sequence:list", section::AMQP_SEQUENCE),
+    ("amqp:value:*", section::AMQP_VALUE),
+    ("amqp:footer:map", section::FOOTER),
+];
+
+/// The kind of a message body (3.2.5 – 3.2.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum BodyKind {
+    /// No body section.
+    #[default]
+    Empty,
+    /// One or more data sections.
+    Data,
+    /// One or more amqp-sequence sections.
+    AmqpSequence,
+    /// One amqp-value section.
+    AmqpValue,
+}
+
+/// A bare message in its encoded form: each section is a slice of the payload
+/// (constructor and descriptor included), found by walking the section boundaries.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RawMessage {
+    /// header section.
+    pub header: Option<Bytes>,
+    /// delivery-annotations section.
+    pub delivery_annotations: Option<Bytes>,
+    /// message-annotations section.
+    pub message_annotations: Option<Bytes>,
+    /// properties section.
+    pub properties: Option<Bytes>,
+    /// application-properties section.
+    pub application_properties: Option<Bytes>,
+    /// All body sections, contiguous.
+    pub body: Bytes,
+    /// What the body sections are.
+    pub body_kind: BodyKind,
+    /// footer section.
+    pub footer: Option<Bytes>,
+}
+
+impl RawMessage {
+    /// Locate the sections of `payload`, checking their order and that none repeats
+    /// (other than the body sections that may repeat). Costs one pass over the
+    /// section headers; section contents are skipped by their sizes.
+    pub fn parse(payload: &Bytes) -> DecodeResult<RawMessage> {
+        let mut m = RawMessage::default();
+        let mut d = Decoder::new(payload);
+        let mut last_rank = 0u8;
+        let mut body_start = None;
+        let mut body_end = 0;
+        while !d.is_empty() {
+            let start = d.position();
+            let c = d.byte()?;
+            if c != format::DESCRIBED {
+                return Err(DecodeError::Invalid("message section is not a described value"));
+            }
+            let code = d.descriptor_code(SECTION_NAMES)?;
+            d.skip_value()?;
+            let end = d.position();
+            let slice = payload.slice(start..end);
+            let rank = match code {
+                section::HEADER => 1,
+                section::DELIVERY_ANNOTATIONS => 2,
+                section::MESSAGE_ANNOTATIONS => 3,
+                section::PROPERTIES => 4,
+                section::APPLICATION_PROPERTIES => 5,
+                section::DATA | section::AMQP_SEQUENCE | section::AMQP_VALUE => 6,
+                section::FOOTER => 7,
+                _ => return Err(DecodeError::UnknownDescriptor),
+            };
+            if rank < last_rank || (rank == last_rank && rank != 6) {
+                return Err(DecodeError::Invalid("message sections out of order or repeated"));
+            }
+            last_rank = rank;
+            match code {
+                section::HEADER => m.header = Some(slice),
+                section::DELIVERY_ANNOTATIONS => m.delivery_annotations = Some(slice),
+                section::MESSAGE_ANNOTATIONS => m.message_annotations = Some(slice),
+                section::PROPERTIES => m.properties = Some(slice),
+                section::APPLICATION_PROPERTIES => m.application_properties = Some(slice),
+                section::FOOTER => m.footer = Some(slice),
+                _ => {
+                    let kind = match code {
+                        section::DATA => BodyKind::Data,
+                        section::AMQP_SEQUENCE => BodyKind::AmqpSequence,
+                        _ => BodyKind::AmqpValue,
+                    };
+                    if m.body_kind != BodyKind::Empty && (m.body_kind != kind || kind == BodyKind::AmqpValue) {
+                        return Err(DecodeError::Invalid("mixed or repeated body sections"));
+                    }
+                    m.body_kind = kind;
+                    body_start.get_or_insert(start);
+                    body_end = end;
+                }
+            }
+        }
+        if let Some(s) = body_start {
+            m.body = payload.slice(s..body_end);
+        }
+        Ok(m)
+    }
+
+    /// The decoded header section.
+    pub fn header(&self) -> DecodeResult<Option<Header>> {
+        self.header.as_deref().map(Header::decode_exact).transpose()
+    }
+
+    /// The decoded properties section.
+    pub fn properties(&self) -> DecodeResult<Option<Properties>> {
+        self.properties.as_deref().map(Properties::decode_exact).transpose()
+    }
+
+    /// The decoded application-properties map (string keys).
+    pub fn application_properties(&self) -> DecodeResult<Option<Vec<(String, Value)>>> {
+        self.application_properties.as_deref().map(decode_annotation_like_map).transpose()
+    }
+
+    /// The decoded message-annotations map.
+    pub fn message_annotations(&self) -> DecodeResult<Option<Vec<(Value, Value)>>> {
+        match self.message_annotations.as_deref() {
+            None => Ok(None),
+            Some(raw) => match Value::decode_exact(raw)? {
+                Value::Described(d) => match d.value {
+                    Value::Map(m) => Ok(Some(m)),
+                    _ => Err(DecodeError::Invalid("message-annotations is not a map")),
+                },
+                _ => Err(DecodeError::Invalid("message-annotations is not described")),
+            },
+        }
+    }
+
+    /// The payload of a body made of data sections, concatenated (None for other bodies).
+    pub fn data(&self) -> DecodeResult<Option<Vec<u8>>> {
+        if self.body_kind != BodyKind::Data {
+            return Ok(None);
+        }
+        let mut out = Vec::new();
+        let mut d = Decoder::new(&self.body);
+        while !d.is_empty() {
+            d.byte()?;
+            d.descriptor_code(SECTION_NAMES)?;
+            let c = d.byte()?;
+            out.extend_from_slice(d.variable(c)?);
+        }
+        Ok(Some(out))
+    }
+
+    /// The message re-assembled with `header` in place of its header section.
+    /// Every other section is copied as it came.
+    pub fn encode_with_header(&self, header: &Header, out: &mut BytesMut) {
+        header.encode(out);
+        for s in [&self.delivery_annotations, &self.message_annotations, &self.properties, &self.application_properties]
+            .into_iter()
+            .flatten()
+        {
+            out.put_slice(s);
+        }
+        out.put_slice(&self.body);
+        if let Some(f) = &self.footer {
+            out.put_slice(f);
+        }
+    }
+
+    /// Total encoded size of the message.
+    pub fn encoded_len(&self) -> usize {
+        [&self.header, &self.delivery_annotations, &self.message_annotations, &self.properties, &self.application_properties, &self.footer]
+            .into_iter()
+            .flatten()
+            .map(Bytes::len)
+            .sum::<usize>()
+            + self.body.len()
+    }
+}
+
+fn decode_annotation_like_map(raw: &[u8]) -> DecodeResult<Vec<(String, Value)>> {
+    let mut d = Decoder::new(raw);
+    if d.byte()? != format::DESCRIBED {
+        return Err(DecodeError::Invalid("section is not described"));
+    }
+    d.descriptor_code(SECTION_NAMES)?;
+    let c = d.byte()?;
+    let (n, mut m) = d.map_header(c)?;
+    let mut out = Vec::with_capacity((n as usize).min(16));
+    for _ in 0..n {
+        let k = String::decode(&mut m)?;
+        let v = Value::decode(&mut m)?;
+        out.push((k, v));
+    }
+    Ok(out)
+}
+
+/// An owned message, for building messages to send (the broker mostly forwards
+/// [`RawMessage`]s untouched).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Message {
+    /// header section.
+    pub header: Option<Header>,
+    /// message-annotations section (symbol or ulong keys).
+    pub message_annotations: Option<Vec<(Value, Value)>>,
+    /// properties section.
+    pub properties: Option<Properties>,
+    /// application-properties section.
+    pub application_properties: Option<Vec<(String, Value)>>,
+    /// body.
+    pub body: Body,
+}
+
+/// The body of an owned [`Message`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Body {
+    /// No body.
+    #[default]
+    Empty,
+    /// One data section.
+    Data(Bytes),
+    /// One amqp-sequence section.
+    Sequence(Vec<Value>),
+    /// One amqp-value section.
+    Value(Value),
+}
+
+impl Encode for Message {
+    fn encode(&self, out: &mut BytesMut) {
+        if let Some(h) = &self.header {
+            h.encode(out);
+        }
+        if let Some(ma) = &self.message_annotations {
+            crate::codec::put_descriptor(out, section::MESSAGE_ANNOTATIONS);
+            Value::Map(ma.clone()).encode(out);
+        }
+        if let Some(p) = &self.properties {
+            p.encode(out);
+        }
+        if let Some(ap) = &self.application_properties {
+            crate::codec::put_descriptor(out, section::APPLICATION_PROPERTIES);
+            let at = crate::codec::begin_map(out);
+            for (k, v) in ap {
+                k.as_str().encode(out);
+                v.encode(out);
+            }
+            crate::codec::end_map(out, at, ap.len() as u32);
+        }
+        match &self.body {
+            Body::Empty => {}
+            Body::Data(b) => {
+                crate::codec::put_descriptor(out, section::DATA);
+                b.encode(out);
+            }
+            Body::Sequence(items) => {
+                crate::codec::put_descriptor(out, section::AMQP_SEQUENCE);
+                Value::List(items.clone()).encode(out);
+            }
+            Body::Value(v) => {
+                crate::codec::put_descriptor(out, section::AMQP_VALUE);
+                v.encode(out);
+            }
+        }
+    }
+}
