@@ -400,6 +400,7 @@ pub struct Connection {
     links: Vec<Option<Link>>,
     free_links: Vec<u32>,
     pending_disposition: Option<(u16, Disposition)>,
+    window_dirty: bool,
     now: u64,
     started_at: u64,
     last_rx: u64,
@@ -426,6 +427,7 @@ impl Connection {
             links: Vec::new(),
             free_links: Vec::new(),
             pending_disposition: None,
+            window_dirty: false,
             now,
             started_at: now,
             last_rx: now,
@@ -484,6 +486,26 @@ impl Connection {
         }
         if let Err(e) = self.process_frames() {
             self.fail(e);
+        }
+        if self.window_dirty {
+            self.window_dirty = false;
+            self.replenish_windows();
+        }
+    }
+
+    /// Re-open the incoming window of every session that has used more than half of
+    /// it. Done once per batch of input, never in the middle of one: a peer that
+    /// sends more transfers than the window we advertised meets a window-violation.
+    fn replenish_windows(&mut self) {
+        let window = self.config.session_window;
+        for ch in 0..self.sessions.len() as u16 {
+            let due = matches!(self.session(ch), Some(s) if s.state == SessionState::Mapped && s.incoming_window < window / 2 + 1);
+            if due {
+                if let Some(s) = self.session_mut(ch) {
+                    s.incoming_window = window;
+                }
+                self.write_session_flow(ch);
+            }
         }
     }
 
@@ -1020,19 +1042,13 @@ impl Connection {
     }
 
     fn on_transfer(&mut self, ch: u16, t: Transfer, payload: Bytes) -> Result<(), ProtocolError> {
-        let window = self.config.session_window;
-        let half = window / 2;
         let s = self.session_mut(ch).ok_or(ProtocolError::IllegalState("no session"))?;
         if s.incoming_window == 0 {
             return Err(ProtocolError::WindowViolation(ch));
         }
         s.incoming_window -= 1;
         s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
-        let replenish = s.incoming_window < half;
-        if replenish {
-            s.incoming_window = window;
-            self.write_session_flow(ch);
-        }
+        self.window_dirty = true;
         let id = self.remote_link(ch, t.handle)?;
         let Some(l) = self.link_mut(id) else { return Ok(()) };
         match l.state {

@@ -1,1 +1,770 @@
+//! A scripted client/server pair with simulated time, plus raw frames written by
+//! hand where a well-behaved engine would never produce them.
 
+use super::*;
+use crate::codec::Decode;
+use crate::frame::{write_frame, Deframer};
+use crate::types::{Accepted, AttachTarget, Source, Target};
+
+struct Pair {
+    client: Connection,
+    server: Connection,
+    now: u64,
+}
+
+impl Pair {
+    fn new(client: Config, server: Config) -> Pair {
+        let mut p = Pair { client: Connection::new(client, 0), server: Connection::new(server, 0), now: 0 };
+        p.pump();
+        p
+    }
+
+    fn open() -> Pair {
+        let mut p = Pair::new(Config::client("client"), Config::server("server"));
+        let ce = drain(&mut p.client);
+        let se = drain(&mut p.server);
+        assert!(ce.iter().any(|e| matches!(e, Event::Opened(_))), "{ce:?}");
+        assert!(se.iter().any(|e| matches!(e, Event::Opened(_))), "{se:?}");
+        p
+    }
+
+    /// Move bytes both ways until neither side has anything to write.
+    fn pump(&mut self) {
+        loop {
+            let mut moved = false;
+            while let Some(b) = self.client.poll_transmit() {
+                self.server.handle_input(&b, self.now);
+                moved = true;
+            }
+            while let Some(b) = self.server.poll_transmit() {
+                self.client.handle_input(&b, self.now);
+                moved = true;
+            }
+            if !moved {
+                break;
+            }
+        }
+    }
+
+    /// A session and a link from the client, answered by the server.
+    /// Returns (client channel, client link, server link).
+    fn link(&mut self, client_role: Role, name: &str) -> (u16, LinkId, LinkId) {
+        let ch = self.client.begin().unwrap();
+        self.pump();
+        drain(&mut self.server);
+        drain(&mut self.client);
+        let (c, s) = self.link_on(ch, client_role, name);
+        (ch, c, s)
+    }
+
+    fn link_on(&mut self, ch: u16, client_role: Role, name: &str) -> (LinkId, LinkId) {
+        let attach = Attach {
+            name: name.into(),
+            role: client_role,
+            source: Some(Source { address: Some("queues/a".into()), ..Default::default() }),
+            target: Some(AttachTarget::Target(Target { address: Some("queues/a".into()), ..Default::default() })),
+            ..Default::default()
+        };
+        let c = self.client.attach(ch, attach.clone()).unwrap();
+        self.pump();
+        let s = match drain(&mut self.server).into_iter().find(|e| matches!(e, Event::AttachRequested { .. })) {
+            Some(Event::AttachRequested { link, attach, .. }) => {
+                assert_eq!(attach.name, name);
+                link
+            }
+            other => panic!("no attach: {other:?}"),
+        };
+        self.server.attach_reply(s, attach).unwrap();
+        self.pump();
+        assert!(drain(&mut self.client).iter().any(|e| matches!(e, Event::Attached { .. })));
+        (c, s)
+    }
+}
+
+fn drain(c: &mut Connection) -> Vec<Event> {
+    std::iter::from_fn(|| c.poll_event()).collect()
+}
+
+fn deliveries(events: &[Event]) -> Vec<&Delivery> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Delivery(d) => Some(d),
+            _ => None,
+        })
+        .collect()
+}
+
+fn local_error(events: &[Event]) -> Option<(Scope, String)> {
+    events.iter().find_map(|e| match e {
+        Event::LocalError { scope, error } => Some((*scope, error.condition.as_str().to_owned())),
+        _ => None,
+    })
+}
+
+/// Every frame a connection wrote, decoded.
+fn frames_of(bytes: &[u8]) -> Vec<Performative> {
+    let mut de = Deframer::new(u32::MAX);
+    let mut rest = bytes;
+    // Skip protocol headers.
+    while rest.len() >= 8 && &rest[..4] == b"AMQP" {
+        rest = &rest[8..];
+    }
+    de.push(rest);
+    let mut out = Vec::new();
+    while let Ok(Some(f)) = de.next_frame() {
+        if f.frame_type == FRAME_TYPE_AMQP && !f.is_empty() {
+            out.push(f.decode_amqp().unwrap().performative);
+        }
+    }
+    out
+}
+
+fn collect_out(c: &mut Connection) -> Vec<u8> {
+    let mut v = Vec::new();
+    while let Some(b) = c.poll_transmit() {
+        v.extend_from_slice(&b);
+    }
+    v
+}
+
+fn raw(ch: u16, p: Performative, payload: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    write_frame(&mut b, FRAME_TYPE_AMQP, ch, &p, payload);
+    b.to_vec()
+}
+
+/// A server that has received the plain AMQP header, OPEN and BEGIN written by hand.
+fn raw_server(config: Config) -> Connection {
+    let mut s = Connection::new(config, 0);
+    let mut input = AMQP_HEADER.to_vec();
+    input.extend(raw(0, Performative::Open(Open { container_id: "raw".into(), ..Default::default() }), &[]));
+    input.extend(raw(
+        0,
+        Performative::Begin(Begin { next_outgoing_id: 0, incoming_window: 100, outgoing_window: 100, ..Default::default() }),
+        &[],
+    ));
+    s.handle_input(&input, 0);
+    drain(&mut s);
+    collect_out(&mut s);
+    s
+}
+
+fn raw_attach(handle: u32, role: Role) -> Performative {
+    Performative::Attach(Attach {
+        name: format!("l{handle}"),
+        handle,
+        role,
+        initial_delivery_count: Some(0),
+        target: Some(AttachTarget::Target(Target { address: Some("queues/x".into()), ..Default::default() })),
+        ..Default::default()
+    })
+}
+
+fn raw_transfer(handle: u32, id: Option<u32>, more: bool) -> Performative {
+    Performative::Transfer(Transfer {
+        handle,
+        delivery_id: id,
+        delivery_tag: id.map(|i| DeliveryTag::from_u64(i as u64)),
+        more: more.then_some(true),
+        ..Default::default()
+    })
+}
+
+/// Attach a receiving link on the raw server and grant it credit.
+fn raw_server_with_receiver(config: Config, credit: u32) -> (Connection, LinkId) {
+    let mut s = raw_server(config);
+    s.handle_input(&raw(0, raw_attach(0, Role::Sender), &[]), 0);
+    let link = match drain(&mut s).into_iter().next() {
+        Some(Event::AttachRequested { link, .. }) => link,
+        other => panic!("{other:?}"),
+    };
+    s.attach_reply(link, Attach::default()).unwrap();
+    s.grant_credit(link, credit, false).unwrap();
+    collect_out(&mut s);
+    (s, link)
+}
+
+#[test]
+fn sasl_anonymous_handshake_and_open_negotiation() {
+    let mut server = Config::server("server");
+    server.max_frame_size = 4096;
+    server.idle_timeout_ms = 10_000;
+    let mut client = Config::client("client");
+    client.max_frame_size = 1 << 20;
+    let mut p = Pair::new(client, server);
+    let ce = drain(&mut p.client);
+    assert!(ce.contains(&Event::SaslOutcome(0)));
+    let open = ce
+        .iter()
+        .find_map(|e| match e {
+            Event::Opened(o) => Some(o.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(open.container_id, "server");
+    assert_eq!(open.max_frame_size, Some(4096));
+    // Half of the configured idle timeout is advertised.
+    assert_eq!(open.idle_time_out, Some(5_000));
+    // Both directions use min(peer, configured).
+    assert_eq!(p.client.send_max_frame_size(), 4096);
+    assert_eq!(p.server.send_max_frame_size(), 4096);
+    assert!(p.client.is_open() && p.server.is_open());
+}
+
+#[test]
+fn plain_amqp_header_without_sasl() {
+    let mut client = Config::client("c");
+    client.client_sasl = None;
+    let mut p = Pair::new(client, Config::server("s"));
+    assert!(p.server.is_open());
+    assert!(drain(&mut p.client).iter().any(|e| matches!(e, Event::Opened(_))));
+}
+
+#[test]
+fn pipelined_handshake_in_one_write() {
+    // Header, OPEN, BEGIN and ATTACH all arrive before the server wrote anything.
+    let mut input = AMQP_HEADER.to_vec();
+    input.extend(raw(0, Performative::Open(Open { container_id: "p".into(), ..Default::default() }), &[]));
+    input.extend(raw(
+        0,
+        Performative::Begin(Begin { next_outgoing_id: 0, incoming_window: 10, outgoing_window: 10, ..Default::default() }),
+        &[],
+    ));
+    input.extend(raw(0, raw_attach(0, Role::Sender), &[]));
+    let mut s = Connection::new(Config::server("s"), 0);
+    s.handle_input(&input, 0);
+    let ev = drain(&mut s);
+    assert!(matches!(ev[0], Event::Opened(_)));
+    assert!(matches!(ev[1], Event::SessionBegun { channel: 0, .. }));
+    assert!(matches!(ev[2], Event::AttachRequested { .. }));
+}
+
+#[test]
+fn bad_protocol_header_gets_ours_and_closes() {
+    let mut s = Connection::new(Config::server("s"), 0);
+    s.handle_input(b"HTTP/1.1 200 OK\r\n", 0);
+    let out = collect_out(&mut s);
+    assert_eq!(out, SASL_HEADER.to_vec());
+    assert!(s.is_closed());
+    assert_eq!(local_error(&drain(&mut s)).unwrap().0, Scope::Connection);
+}
+
+#[test]
+fn frame_before_open_and_second_open_close_the_connection() {
+    let mut s = Connection::new(Config::server("s"), 0);
+    let mut input = AMQP_HEADER.to_vec();
+    input.extend(raw(0, Performative::Begin(Begin::default()), &[]));
+    s.handle_input(&input, 0);
+    let frames = frames_of(&collect_out(&mut s));
+    // OPEN then CLOSE with the error (2.4.5: an OPEN precedes the CLOSE).
+    assert!(matches!(frames[0], Performative::Open(_)));
+    match &frames[1] {
+        Performative::Close(c) => assert_eq!(c.error.as_ref().unwrap().condition, "amqp:illegal-state"),
+        other => panic!("{other:?}"),
+    }
+
+    let mut s = raw_server(Config::server("s"));
+    s.handle_input(&raw(0, Performative::Open(Open { container_id: "again".into(), ..Default::default() }), &[]), 0);
+    assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:illegal-state".into())));
+    assert!(s.is_closed());
+}
+
+#[test]
+fn max_frame_size_below_512_is_refused() {
+    let mut s = Connection::new(Config::server("s"), 0);
+    let mut input = AMQP_HEADER.to_vec();
+    input.extend(raw(
+        0,
+        Performative::Open(Open { container_id: "x".into(), max_frame_size: Some(511), ..Default::default() }),
+        &[],
+    ));
+    s.handle_input(&input, 0);
+    assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:frame-size-too-small".into())));
+}
+
+#[test]
+fn oversized_frame_closes_with_framing_error() {
+    let mut cfg = Config::server("s");
+    cfg.max_frame_size = 1024;
+    let mut s = raw_server(cfg);
+    // A header announcing 2000 bytes is refused before the body arrives.
+    s.handle_input(&[0, 0, 0x07, 0xd0, 2, 0, 0, 0], 0);
+    assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:connection:framing-error".into())));
+}
+
+#[test]
+fn channel_above_channel_max_closes() {
+    let mut cfg = Config::server("s");
+    cfg.channel_max = 3;
+    let mut s = raw_server(cfg);
+    s.handle_input(
+        &raw(
+            4,
+            Performative::Begin(Begin { next_outgoing_id: 0, incoming_window: 1, outgoing_window: 1, ..Default::default() }),
+            &[],
+        ),
+        0,
+    );
+    assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:connection:framing-error".into())));
+}
+
+#[test]
+fn handle_above_handle_max_closes_and_handle_in_use_ends_session() {
+    let mut cfg = Config::server("s");
+    cfg.handle_max = 7;
+    let mut s = raw_server(cfg.clone());
+    s.handle_input(&raw(0, raw_attach(1 << 31, Role::Sender), &[]), 0);
+    assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:connection:framing-error".into())));
+
+    let mut s = raw_server(cfg);
+    s.handle_input(&raw(0, raw_attach(2, Role::Sender), &[]), 0);
+    s.handle_input(&raw(0, raw_attach(2, Role::Sender), &[]), 0);
+    let ev = drain(&mut s);
+    assert_eq!(local_error(&ev), Some((Scope::Session(0), "amqp:session:handle-in-use".into())));
+    assert!(ev.iter().any(|e| matches!(e, Event::Detached { local: true, .. })));
+    assert!(ev.iter().any(|e| matches!(e, Event::SessionEnded { local: true, .. })));
+    let frames = frames_of(&collect_out(&mut s));
+    assert!(frames.iter().any(|f| matches!(f, Performative::End(e) if e.error.as_ref().unwrap().condition == "amqp:session:handle-in-use")));
+    // The connection is still open.
+    assert!(s.is_open());
+}
+
+#[test]
+fn frames_on_unattached_handles_end_the_session() {
+    for p in [
+        Performative::Flow(Flow { handle: Some(9), link_credit: Some(1), ..Default::default() }),
+        raw_transfer(9, Some(0), false),
+        Performative::Detach(Detach { handle: 9, ..Default::default() }),
+    ] {
+        let mut s = raw_server(Config::server("s"));
+        s.handle_input(&raw(0, p, &[]), 0);
+        assert_eq!(local_error(&drain(&mut s)), Some((Scope::Session(0), "amqp:session:unattached-handle".into())));
+        assert!(s.is_open());
+    }
+}
+
+#[test]
+fn transfer_without_credit_detaches_the_link() {
+    let (mut s, _link) = raw_server_with_receiver(Config::server("s"), 1);
+    s.handle_input(&raw(0, raw_transfer(0, Some(0), false), b"one"), 0);
+    s.handle_input(&raw(0, raw_transfer(0, Some(1), false), b"two"), 0);
+    let ev = drain(&mut s);
+    assert_eq!(deliveries(&ev).len(), 1);
+    assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:link:transfer-limit-exceeded"));
+    let frames = frames_of(&collect_out(&mut s));
+    assert!(frames.iter().any(|f| matches!(f, Performative::Detach(d) if d.closed() && d.error.is_some())));
+    // A transfer still in flight on the handle we detached is ignored, not an error.
+    s.handle_input(&raw(0, raw_transfer(0, Some(2), false), b"late"), 0);
+    assert!(drain(&mut s).is_empty());
+    assert!(s.is_open());
+}
+
+#[test]
+fn first_transfer_needs_id_and_tag() {
+    let (mut s, _) = raw_server_with_receiver(Config::server("s"), 10);
+    s.handle_input(&raw(0, raw_transfer(0, None, false), b"x"), 0);
+    assert!(matches!(local_error(&drain(&mut s)), Some((Scope::Link(_), c)) if c == "amqp:invalid-field"));
+}
+
+#[test]
+fn window_violation_ends_the_session() {
+    let mut cfg = Config::server("s");
+    cfg.session_window = 4;
+    let (mut s, _) = raw_server_with_receiver(cfg, 100);
+    // Five transfers in one read: the fifth exceeds the window of four.
+    let mut input = Vec::new();
+    for i in 0..5 {
+        input.extend(raw(0, raw_transfer(0, Some(i), false), b"m"));
+    }
+    s.handle_input(&input, 0);
+    let ev = drain(&mut s);
+    assert_eq!(deliveries(&ev).len(), 4);
+    assert_eq!(local_error(&ev), Some((Scope::Session(0), "amqp:session:window-violation".into())));
+}
+
+#[test]
+fn window_is_reopened_between_reads() {
+    let mut cfg = Config::server("s");
+    cfg.session_window = 4;
+    let (mut s, _) = raw_server_with_receiver(cfg, 100);
+    for i in 0..20 {
+        s.handle_input(&raw(0, raw_transfer(0, Some(i), false), b"m"), 0);
+    }
+    let ev = drain(&mut s);
+    assert_eq!(deliveries(&ev).len(), 20);
+    assert_eq!(local_error(&ev), None);
+    let flows = frames_of(&collect_out(&mut s));
+    assert!(flows.iter().any(|f| matches!(f, Performative::Flow(f) if f.incoming_window == 4)));
+}
+
+#[test]
+fn message_size_exceeded_detaches() {
+    let mut cfg = Config::server("s");
+    cfg.max_message_size = 10;
+    let (mut s, _) = raw_server_with_receiver(cfg.clone(), 10);
+    s.handle_input(&raw(0, raw_transfer(0, Some(0), false), &[0u8; 10]), 0);
+    s.handle_input(&raw(0, raw_transfer(0, Some(1), false), &[0u8; 11]), 0);
+    let ev = drain(&mut s);
+    assert_eq!(deliveries(&ev).len(), 1);
+    assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:link:message-size-exceeded"));
+
+    // Endless more=true is bounded by the same limit.
+    let (mut s, _) = raw_server_with_receiver(cfg, 10);
+    s.handle_input(&raw(0, raw_transfer(0, Some(0), true), &[0u8; 6]), 0);
+    s.handle_input(&raw(0, raw_transfer(0, None, true), &[0u8; 6]), 0);
+    assert!(matches!(local_error(&drain(&mut s)), Some((Scope::Link(_), c)) if c == "amqp:link:message-size-exceeded"));
+}
+
+#[test]
+fn continuation_with_another_delivery_id_and_aborted_transfers() {
+    let (mut s, _) = raw_server_with_receiver(Config::server("s"), 10);
+    s.handle_input(&raw(0, raw_transfer(0, Some(0), true), b"a"), 0);
+    s.handle_input(&raw(0, Performative::Transfer(Transfer { handle: 0, aborted: Some(true), ..Default::default() }), &[]), 0);
+    let ev = drain(&mut s);
+    assert!(matches!(ev[0], Event::Aborted { delivery_id: 0, .. }));
+    s.handle_input(&raw(0, raw_transfer(0, Some(1), true), b"a"), 0);
+    s.handle_input(&raw(0, raw_transfer(0, Some(5), false), b"b"), 0);
+    assert!(matches!(local_error(&drain(&mut s)), Some((Scope::Link(_), c)) if c == "amqp:invalid-field"));
+}
+
+#[test]
+fn settled_flag_must_match_the_settle_mode() {
+    let mut s = raw_server(Config::server("s"));
+    let mut a = match raw_attach(0, Role::Sender) {
+        Performative::Attach(a) => a,
+        _ => unreachable!(),
+    };
+    a.snd_settle_mode = Some(SenderSettleMode::Settled);
+    s.handle_input(&raw(0, Performative::Attach(a), &[]), 0);
+    let link = match drain(&mut s).remove(0) {
+        Event::AttachRequested { link, .. } => link,
+        other => panic!("{other:?}"),
+    };
+    s.attach_reply(link, Attach { snd_settle_mode: Some(SenderSettleMode::Settled), ..Default::default() }).unwrap();
+    s.grant_credit(link, 5, false).unwrap();
+    s.handle_input(&raw(0, raw_transfer(0, Some(0), false), b"x"), 0);
+    assert!(matches!(local_error(&drain(&mut s)), Some((Scope::Link(_), c)) if c == "amqp:invalid-field"));
+}
+
+#[test]
+fn multi_frame_reassembly_over_small_frames() {
+    let mut server = Config::server("s");
+    server.max_frame_size = 4096;
+    let mut p = Pair::new(Config::client("c"), server);
+    drain(&mut p.client);
+    drain(&mut p.server);
+    let (_, c, s) = p.link(Role::Sender, "big");
+    p.server.grant_credit(s, 10, false).unwrap();
+    p.pump();
+    drain(&mut p.client);
+    let payload: Bytes = (0..1_000_000u32).map(|i| (i * 7 % 251) as u8).collect::<Vec<_>>().into();
+    let id = p.client.send(c, DeliveryTag::from_u64(1), payload.clone(), false).unwrap();
+    p.pump();
+    let ev = drain(&mut p.server);
+    let d = deliveries(&ev);
+    assert_eq!(d.len(), 1);
+    assert_eq!(d[0].delivery_id, id);
+    assert_eq!(d[0].payload, payload);
+    assert!(!d[0].settled);
+    // The server settles it; the client hears accepted.
+    p.server.disposition(s, id, true, Some(DeliveryState::Accepted));
+    p.pump();
+    let ev = drain(&mut p.client);
+    assert!(ev.contains(&Event::Disposition { link: c, delivery_id: id, settled: true, state: Some(DeliveryState::Accepted) }));
+}
+
+#[test]
+fn large_outgoing_payload_is_not_copied() {
+    let mut p = Pair::open();
+    let (_, c, s) = p.link(Role::Receiver, "r");
+    p.client.grant_credit(c, 1, false).unwrap();
+    p.pump();
+    drain(&mut p.server);
+    let payload = Bytes::from(vec![9u8; 32 * 1024]);
+    p.server.send(s, DeliveryTag::from_u64(0), payload.clone(), true).unwrap();
+    let mut found = false;
+    while let Some(chunk) = p.server.poll_transmit() {
+        if chunk.as_ptr() == payload.as_ptr() {
+            found = true;
+        }
+        p.client.handle_input(&chunk, 0);
+    }
+    assert!(found, "payload chunk should share the caller's buffer");
+    assert_eq!(deliveries(&drain(&mut p.client))[0].payload, payload);
+}
+
+#[test]
+fn credit_and_delivery_count_wrap_around() {
+    let mut p = Pair::open();
+    let ch = p.client.begin().unwrap();
+    p.pump();
+    drain(&mut p.server);
+    // A client sender whose delivery-count starts just below 2^32.
+    let attach = Attach {
+        name: "wrap".into(),
+        role: Role::Sender,
+        initial_delivery_count: Some(u32::MAX - 2),
+        target: Some(AttachTarget::Target(Target { address: Some("q".into()), ..Default::default() })),
+        ..Default::default()
+    };
+    let c = p.client.attach(ch, attach.clone()).unwrap();
+    p.pump();
+    let s = match drain(&mut p.server).remove(0) {
+        Event::AttachRequested { link, .. } => link,
+        other => panic!("{other:?}"),
+    };
+    p.server.attach_reply(s, attach).unwrap();
+    p.server.grant_credit(s, 10, false).unwrap();
+    p.pump();
+    assert!(drain(&mut p.client).iter().any(|e| matches!(e, Event::Credit { credit: 10, .. })));
+    for i in 0..6 {
+        p.client.send(c, DeliveryTag::from_u64(i), Bytes::from_static(b"m"), true).unwrap();
+    }
+    p.pump();
+    assert_eq!(deliveries(&drain(&mut p.server)).len(), 6);
+    let info = p.server.link_info(s).unwrap();
+    assert_eq!(info.delivery_count, 3); // u32::MAX - 2 + 6, wrapped
+    assert_eq!(info.link_credit, 4);
+    // The receiver re-grants 10 from its wrapped delivery-count.
+    p.server.grant_credit(s, 10, false).unwrap();
+    p.pump();
+    assert!(drain(&mut p.client).iter().any(|e| matches!(e, Event::Credit { credit: 10, .. })));
+    assert_eq!(p.client.link_credit(c), 10);
+}
+
+#[test]
+fn credit_granted_while_deliveries_are_in_flight() {
+    let mut p = Pair::open();
+    let (_, c, s) = p.link(Role::Receiver, "r");
+    p.client.grant_credit(c, 5, false).unwrap();
+    p.pump();
+    drain(&mut p.server);
+    // The server sends two; before they arrive the client re-grants 5 from count 0.
+    p.server.send(s, DeliveryTag::from_u64(0), Bytes::from_static(b"a"), true).unwrap();
+    p.server.send(s, DeliveryTag::from_u64(1), Bytes::from_static(b"b"), true).unwrap();
+    let in_flight = collect_out(&mut p.server);
+    p.client.grant_credit(c, 5, false).unwrap();
+    while let Some(b) = p.client.poll_transmit() {
+        p.server.handle_input(&b, 0);
+    }
+    // (0 + 5) - 2 = 3: the effective credit formula.
+    assert!(drain(&mut p.server).contains(&Event::Credit { link: s, credit: 3, drain: false }));
+    p.client.handle_input(&in_flight, 0);
+    assert_eq!(deliveries(&drain(&mut p.client)).len(), 2);
+}
+
+#[test]
+fn drain_is_answered_at_once_with_zero_credit() {
+    let mut p = Pair::open();
+    let (_, c, s) = p.link(Role::Receiver, "d");
+    p.client.grant_credit(c, 50, true).unwrap();
+    p.pump();
+    assert!(drain(&mut p.server).contains(&Event::Credit { link: s, credit: 50, drain: true }));
+    p.server.send(s, DeliveryTag::from_u64(0), Bytes::from_static(b"only"), true).unwrap();
+    p.server.drain_complete(s).unwrap();
+    let out = collect_out(&mut p.server);
+    let frames = frames_of(&out);
+    match frames.last() {
+        Some(Performative::Flow(f)) => {
+            assert_eq!(f.link_credit, Some(0));
+            assert_eq!(f.drain, Some(true));
+            assert_eq!(f.delivery_count, Some(50));
+        }
+        other => panic!("{other:?}"),
+    }
+    let info = p.server.link_info(s).unwrap();
+    assert_eq!((info.delivery_count, info.link_credit), (50, 0));
+    // No credit is left to send with.
+    assert_eq!(p.server.send(s, DeliveryTag::from_u64(1), Bytes::new(), true), Err(UsageError::NoCredit));
+    // The client sees the one message, then its credit drained to zero.
+    p.client.handle_input(&out, 0);
+    let ev = drain(&mut p.client);
+    assert_eq!(deliveries(&ev).len(), 1);
+    assert!(ev.iter().any(|e| matches!(e, Event::SenderFlow { credit: 0, drain: true, .. })));
+    assert_eq!(p.client.link_credit(c), 0);
+}
+
+#[test]
+fn echo_is_answered() {
+    let mut p = Pair::open();
+    let (_, c, s) = p.link(Role::Receiver, "e");
+    p.client.grant_credit(c, 3, false).unwrap();
+    p.pump();
+    drain(&mut p.server);
+    let mut s_in = Vec::new();
+    s_in.extend(raw(
+        0,
+        Performative::Flow(Flow {
+            next_incoming_id: Some(0),
+            incoming_window: 10,
+            next_outgoing_id: 0,
+            outgoing_window: 10,
+            handle: Some(0),
+            delivery_count: Some(0),
+            link_credit: Some(3),
+            echo: Some(true),
+            ..Default::default()
+        }),
+        &[],
+    ));
+    p.server.handle_input(&s_in, 0);
+    let frames = frames_of(&collect_out(&mut p.server));
+    assert!(frames.iter().any(|f| matches!(f, Performative::Flow(f) if f.handle == Some(0) && f.link_credit == Some(3))));
+    let _ = s;
+}
+
+#[test]
+fn disposition_ranges_walk_only_known_deliveries() {
+    let mut p = Pair::open();
+    let (_, c, s) = p.link(Role::Receiver, "r");
+    p.client.grant_credit(c, 100, false).unwrap();
+    p.pump();
+    drain(&mut p.server);
+    for i in 0..10 {
+        p.server.send(s, DeliveryTag::from_u64(i), Bytes::from_static(b"x"), false).unwrap();
+    }
+    p.pump();
+    let ids: Vec<u32> = deliveries(&drain(&mut p.client)).iter().map(|d| d.delivery_id).collect();
+    assert_eq!(ids.len(), 10);
+    // One consecutive range is coalesced into a single DISPOSITION frame.
+    for id in &ids[..5] {
+        p.client.disposition(c, *id, true, Some(DeliveryState::Accepted));
+    }
+    let frames = frames_of(&collect_out(&mut p.client));
+    let disp: Vec<_> = frames.iter().filter(|f| matches!(f, Performative::Disposition(_))).collect();
+    assert_eq!(disp.len(), 1);
+    p.server.handle_input(&raw(0, disp[0].clone(), &[]), 0);
+    assert_eq!(drain(&mut p.server).len(), 5);
+    // A hostile range 0..2^32-1: only the 5 still-unsettled deliveries are visited.
+    let all = Performative::Disposition(Disposition {
+        role: Role::Receiver,
+        first: 0,
+        last: Some(u32::MAX),
+        settled: Some(true),
+        state: Some(DeliveryState::Released),
+        batchable: None,
+    });
+    p.server.handle_input(&raw(0, all, &[]), 0);
+    let ev = drain(&mut p.server);
+    assert_eq!(ev.len(), 5);
+    assert!(ev.iter().all(|e| matches!(e, Event::Disposition { settled: true, state: Some(DeliveryState::Released), .. })));
+    assert_eq!(p.server.unsettled_counts(0), (0, 0));
+}
+
+#[test]
+fn detach_end_and_close_are_answered() {
+    let mut p = Pair::open();
+    let (ch, c, s) = p.link(Role::Sender, "x");
+    p.client.detach(c, None);
+    p.pump();
+    assert!(drain(&mut p.server).contains(&Event::Detached { link: s, closed: true, error: None, local: false }));
+    let (_c2, s2) = p.link_on(ch, Role::Sender, "y");
+    p.client.end_session(ch, None);
+    p.pump();
+    let ev = drain(&mut p.server);
+    assert!(ev.iter().any(|e| matches!(e, Event::Detached { link, .. } if *link == s2)));
+    assert!(ev.iter().any(|e| matches!(e, Event::SessionEnded { local: false, .. })));
+    p.client.close(None);
+    p.pump();
+    assert!(drain(&mut p.server).iter().any(|e| matches!(e, Event::Closed { error: None, local: false })));
+    assert!(p.server.is_closed());
+    assert!(p.client.is_closed());
+}
+
+#[test]
+fn heartbeats_and_idle_expiry() {
+    let mut server = Config::server("s");
+    server.idle_timeout_ms = 10_000;
+    let mut p = Pair::new(Config::client("c"), server);
+    drain(&mut p.client);
+    // The client sends an empty frame at half the server's advertised 5 s.
+    let t = p.client.poll_timeout().unwrap();
+    assert_eq!(t, 2_500);
+    p.client.handle_timeout(t);
+    let hb = collect_out(&mut p.client);
+    assert_eq!(hb, vec![0, 0, 0, 8, 2, 0, 0, 0]);
+    p.server.handle_input(&hb, t);
+    // The server expires after its configured 10 s of silence.
+    assert_eq!(p.server.poll_timeout(), Some(t + 10_000));
+    p.server.handle_timeout(t + 9_999);
+    assert!(p.server.is_open());
+    p.server.handle_timeout(t + 10_000);
+    assert_eq!(local_error(&drain(&mut p.server)), Some((Scope::Connection, "amqp:resource-limit-exceeded".into())));
+    let frames = frames_of(&collect_out(&mut p.server));
+    assert!(matches!(frames.last(), Some(Performative::Close(c)) if c.error.is_some()));
+}
+
+#[test]
+fn handshake_timeout_closes_a_silent_peer() {
+    let mut s = Connection::new(Config::server("s"), 1_000);
+    assert_eq!(s.poll_timeout(), Some(11_000));
+    s.handle_input(&SASL_HEADER, 2_000);
+    s.handle_timeout(11_000);
+    assert!(s.is_closed());
+    assert!(matches!(local_error(&drain(&mut s)), Some((Scope::Connection, c)) if c == "amqp:resource-limit-exceeded"));
+}
+
+#[test]
+fn sasl_decision_by_the_application() {
+    let mut server = Config::server("s");
+    server.sasl_auto_accept = false;
+    let mut client = Config::client("c");
+    client.client_sasl = Some(ClientSasl { mechanism: "PLAIN".into(), initial_response: Some(Bytes::from_static(b"\0u\0p")) });
+    let mut p = Pair::new(client.clone(), server.clone());
+    match drain(&mut p.server).remove(0) {
+        Event::SaslInit(init) => {
+            assert_eq!(init.mechanism, "PLAIN");
+            assert_eq!(init.initial_response.as_deref(), Some(&b"\0u\0p"[..]));
+        }
+        other => panic!("{other:?}"),
+    }
+    p.server.sasl_outcome(1);
+    p.pump();
+    assert!(drain(&mut p.client).contains(&Event::SaslOutcome(1)));
+    assert!(p.server.is_closed() && p.client.is_closed());
+
+    let mut p = Pair::new(client, server);
+    drain(&mut p.server);
+    p.server.sasl_outcome(0);
+    p.pump();
+    assert!(p.server.is_open() && p.client.is_open());
+}
+
+#[test]
+fn decode_error_in_a_frame_closes_with_decode_error() {
+    let mut s = raw_server(Config::server("s"));
+    // A FLOW list8 that claims 0x20 bytes with only 2 present.
+    s.handle_input(&[0, 0, 0, 0x0e, 2, 0, 0, 0, 0x00, 0x53, 0x13, 0xc0, 0x20, 0x01], 0);
+    assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:decode-error".into())));
+}
+
+#[test]
+fn arbitrary_bytes_after_handshake_never_panic() {
+    // A tiny deterministic generator (xorshift) so this test is reproducible.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    for round in 0..2_000 {
+        let (mut s, _) = raw_server_with_receiver(Config::server("s"), 5);
+        let mut input = Vec::new();
+        for _ in 0..(round % 64 + 1) {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            input.push((x & 0xff) as u8);
+        }
+        // Half the rounds get a plausible frame header in front.
+        if round % 2 == 0 {
+            let len = (input.len() + 8) as u32;
+            let mut f = len.to_be_bytes().to_vec();
+            f.extend([2, 0, 0, 0]);
+            f.extend(&input);
+            input = f;
+        }
+        s.handle_input(&input, 0);
+        drain(&mut s);
+        collect_out(&mut s);
+    }
+    // Known good value still decodes after all that: sanity check of the helpers.
+    assert_eq!(DeliveryState::decode_exact(&[0x00, 0x53, 0x24, 0x45]), Ok(DeliveryState::Accepted));
+    let _ = Accepted {};
+}
