@@ -1,1 +1,95 @@
-fn main() {}
+//! sluice: a thread-per-core AMQP 1.0 broker for Linux on glommio (io_uring).
+
+use sluice::config::{self, Command, LogFormat, Settings};
+use sluice::shard::{self, Global};
+use sluice::admin;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let command = match config::parse(&args, &|k| std::env::var(k).ok()) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("sluice: {e}");
+            std::process::exit(2);
+        }
+    };
+    match command {
+        Command::Help(text) => println!("{text}"),
+        Command::Version => println!("sluice {}", env!("CARGO_PKG_VERSION")),
+        Command::CheckConfig(s) => {
+            println!("configuration is valid: {} shard(s), AMQP on {}:{}, admin on {}", s.shards, s.host, s.port, s.admin_addr);
+        }
+        Command::Run(s) => {
+            init_logging(s.log_format);
+            if let Err(e) = run(s) {
+                tracing::error!(error = %e, "sluice stopped");
+                eprintln!("sluice: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let _ = match format {
+        LogFormat::Json => builder.json().try_init(),
+        LogFormat::Human => builder.try_init(),
+    };
+}
+
+fn run(settings: Settings) -> std::io::Result<()> {
+    if !settings.enable {
+        tracing::warn!("CONNECTORS_AMQP10_ENABLE=false: no AMQP listener; serving admin endpoints only");
+    }
+    let shards = settings.shards;
+    let global = Arc::new(Global {
+        admin: (0..shards).map(|_| Arc::new(crossbeam_queue::ArrayQueue::new(64))).collect(),
+        settings,
+        connections: AtomicUsize::new(0),
+        shutting_down: AtomicBool::new(false),
+        ready: AtomicUsize::new(0),
+    });
+    let _admin = admin::start(global.clone())?;
+    install_signals(global.clone())?;
+    tracing::info!(
+        shards,
+        amqp = %format!("{}:{}", global.settings.host, global.settings.port),
+        admin = %global.settings.admin_addr,
+        "sluice starting"
+    );
+    if global.settings.enable {
+        shard::run(global.clone())?;
+    } else {
+        while !global.shutting_down.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    tracing::info!("sluice stopped");
+    Ok(())
+}
+
+/// SIGTERM/SIGINT: stop accepting, close every connection with
+/// `amqp:connection:forced`, exit 0. A second signal exits at once.
+fn install_signals(global: Arc<Global>) -> std::io::Result<()> {
+    let mut signals = signal_hook::iterator::Signals::new([signal_hook::consts::SIGTERM, signal_hook::consts::SIGINT])?;
+    std::thread::Builder::new().name("sluice-signals".into()).spawn(move || {
+        for _ in signals.forever() {
+            if global.shutting_down.swap(true, Ordering::SeqCst) {
+                std::process::exit(0);
+            }
+            tracing::info!("shutting down");
+            // Never hang: exit even if a shard is stuck.
+            std::thread::spawn(|| {
+                std::thread::sleep(Duration::from_secs(5));
+                std::process::exit(0);
+            });
+        }
+    })?;
+    Ok(())
+}

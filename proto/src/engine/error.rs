@@ -27,6 +27,8 @@ pub enum ProtocolError {
     BadProtocolHeader,
     /// A frame that is not allowed in the connection's current state.
     IllegalState(&'static str),
+    /// A second OPEN on an open connection.
+    SecondOpen,
     /// max-frame-size below 512 in the peer's OPEN.
     FrameSizeTooSmall,
     /// A channel number above channel-max, or a frame for a channel with no session.
@@ -37,10 +39,12 @@ pub enum ProtocolError {
     HandshakeTimeout,
     /// A handle above handle-max.
     HandleAboveMax,
-    /// ATTACH on a handle already in use (session).
+    /// ATTACH on a handle already in use (session; the reference calls it errant-link).
     HandleInUse(u16),
-    /// A frame for a handle that is not attached (session).
+    /// A FLOW or DETACH for a handle that is not attached (session).
     UnattachedHandle(u16),
+    /// A TRANSFER for a handle that is not attached (session; errant-link in the reference).
+    ErrantTransfer(u16),
     /// A TRANSFER beyond the session's incoming window (session).
     WindowViolation(u16),
     /// A session-scope violation with its condition (session).
@@ -75,6 +79,7 @@ impl ProtocolError {
             Decode(e) => (Scope::Connection, Error::new(condition::DECODE_ERROR, e.to_string())),
             BadProtocolHeader => (Scope::Connection, Error::new(condition::FRAMING_ERROR, "unsupported protocol header")),
             IllegalState(what) => (Scope::Connection, Error::new(condition::ILLEGAL_STATE, *what)),
+            SecondOpen => (Scope::Connection, Error::new(condition::NOT_ALLOWED, "unexpected second open")),
             FrameSizeTooSmall => (
                 Scope::Connection,
                 Error::new(condition::FRAME_SIZE_TOO_SMALL, "max-frame-size below 512"),
@@ -86,7 +91,10 @@ impl ProtocolError {
                 Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "handshake not completed in time"),
             ),
             HandleAboveMax => (Scope::Connection, Error::new(condition::FRAMING_ERROR, "handle above handle-max")),
-            HandleInUse(ch) => (Scope::Session(*ch), Error::new(condition::HANDLE_IN_USE, "handle already attached")),
+            HandleInUse(ch) => (Scope::Session(*ch), Error::new(condition::ERRANT_LINK, "handle already attached")),
+            ErrantTransfer(ch) => {
+                (Scope::Session(*ch), Error::new(condition::ERRANT_LINK, "transfer on an unattached handle"))
+            }
             UnattachedHandle(ch) => {
                 (Scope::Session(*ch), Error::new(condition::UNATTACHED_HANDLE, "frame for an unattached handle"))
             }

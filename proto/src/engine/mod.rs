@@ -795,7 +795,7 @@ impl Connection {
 
     fn on_performative(&mut self, channel: u16, p: Performative, payload: Bytes) -> Result<(), ProtocolError> {
         match p {
-            Performative::Open(_) => Err(ProtocolError::IllegalState("second open")),
+            Performative::Open(_) => Err(ProtocolError::SecondOpen),
             Performative::Close(close) => {
                 self.flush_disposition();
                 self.out.frame(FRAME_TYPE_AMQP, 0, &Performative::Close(Close { error: None }), &[]);
@@ -1049,7 +1049,7 @@ impl Connection {
         s.incoming_window -= 1;
         s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
         self.window_dirty = true;
-        let id = self.remote_link(ch, t.handle)?;
+        let id = self.remote_link(ch, t.handle).map_err(|_| ProtocolError::ErrantTransfer(ch))?;
         let Some(l) = self.link_mut(id) else { return Ok(()) };
         match l.state {
             LinkState::DetachSent => return Ok(()), // in flight when we detached

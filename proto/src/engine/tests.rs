@@ -266,7 +266,7 @@ fn frame_before_open_and_second_open_close_the_connection() {
 
     let mut s = raw_server(Config::server("s"));
     s.handle_input(&raw(0, Performative::Open(Open { container_id: "again".into(), ..Default::default() }), &[]), 0);
-    assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:illegal-state".into())));
+    assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:not-allowed".into())));
     assert!(s.is_closed());
 }
 
@@ -321,25 +321,25 @@ fn handle_above_handle_max_closes_and_handle_in_use_ends_session() {
     s.handle_input(&raw(0, raw_attach(2, Role::Sender), &[]), 0);
     s.handle_input(&raw(0, raw_attach(2, Role::Sender), &[]), 0);
     let ev = drain(&mut s);
-    assert_eq!(local_error(&ev), Some((Scope::Session(0), "amqp:session:handle-in-use".into())));
+    assert_eq!(local_error(&ev), Some((Scope::Session(0), "amqp:session:errant-link".into())));
     assert!(ev.iter().any(|e| matches!(e, Event::Detached { local: true, .. })));
     assert!(ev.iter().any(|e| matches!(e, Event::SessionEnded { local: true, .. })));
     let frames = frames_of(&collect_out(&mut s));
-    assert!(frames.iter().any(|f| matches!(f, Performative::End(e) if e.error.as_ref().unwrap().condition == "amqp:session:handle-in-use")));
+    assert!(frames.iter().any(|f| matches!(f, Performative::End(e) if e.error.as_ref().unwrap().condition == "amqp:session:errant-link")));
     // The connection is still open.
     assert!(s.is_open());
 }
 
 #[test]
 fn frames_on_unattached_handles_end_the_session() {
-    for p in [
-        Performative::Flow(Flow { handle: Some(9), link_credit: Some(1), ..Default::default() }),
-        raw_transfer(9, Some(0), false),
-        Performative::Detach(Detach { handle: 9, ..Default::default() }),
+    for (p, cond) in [
+        (Performative::Flow(Flow { handle: Some(9), link_credit: Some(1), ..Default::default() }), "amqp:session:unattached-handle"),
+        (raw_transfer(9, Some(0), false), "amqp:session:errant-link"),
+        (Performative::Detach(Detach { handle: 9, ..Default::default() }), "amqp:session:unattached-handle"),
     ] {
         let mut s = raw_server(Config::server("s"));
         s.handle_input(&raw(0, p, &[]), 0);
-        assert_eq!(local_error(&drain(&mut s)), Some((Scope::Session(0), "amqp:session:unattached-handle".into())));
+        assert_eq!(local_error(&drain(&mut s)), Some((Scope::Session(0), cond.into())));
         assert!(s.is_open());
     }
 }

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh machine: installs what the tests need
+# (Python venv with python-qpid-proton and pytest, rhea from npm), builds,
+# checks formatting and lints, then runs every Rust, Python and Node test
+# against the real broker binary on loopback.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+step() { printf '\n==> %s\n' "$*"; }
+
+step "toolchain checks: rustfmt, clippy"
+cargo fmt --all -- --check
+cargo clippy --workspace --all-targets -- -D warnings
+
+step "build (release broker for the black-box tests)"
+cargo build --release --bin sluice
+export SLUICE_BIN="$ROOT/target/release/sluice"
+
+step "Rust tests (unit, engine, codec, fuzz corpus replay, broker over sockets)"
+cargo test --workspace --release
+
+if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
+  step "Python venv with python-qpid-proton"
+  if [ ! -x .venv/bin/python ]; then
+    python3 -m venv .venv
+  fi
+  .venv/bin/pip install --quiet --disable-pip-version-check -r tests/python/requirements.txt
+  step "Python tests (python-qpid-proton against the real broker)"
+  .venv/bin/python -m pytest -q tests/python
+fi
+
+if [ -f tests/node/package.json ]; then
+  step "Node tests (rhea against the real broker)"
+  (cd tests/node && npm install --no-audit --no-fund --silent && node --test)
+fi
+step "all tests passed"

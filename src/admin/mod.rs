@@ -1,0 +1,124 @@
+//! The admin HTTP endpoint, on its own thread: `/metrics` (Prometheus text),
+//! `/api/amqp10/connections`, `/api/amqp10/links`, `/api/channels`, `/healthz`.
+//!
+//! Shards keep plain per-shard counters; a scrape asks every shard for a snapshot
+//! (answered on the shard's control tick) and adds them up.
+
+use crate::shard::metrics::{AdminRequest, ShardSnapshot, OUTCOMES, PATTERNS, SCOPES};
+use crate::shard::Global;
+use metrics::{counter, gauge};
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Start the admin thread. Fails if the address cannot be bound.
+pub fn start(global: Arc<Global>) -> std::io::Result<std::thread::JoinHandle<()>> {
+    let server = tiny_http::Server::http(global.settings.admin_addr.as_str())
+        .map_err(|e| std::io::Error::other(format!("admin address {}: {e}", global.settings.admin_addr)))?;
+    let recorder = PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).map_err(|e| std::io::Error::other(e.to_string()))?;
+    std::thread::Builder::new().name("sluice-admin".into()).spawn(move || serve(server, global, handle))
+}
+
+fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandle) {
+    for req in server.incoming_requests() {
+        let path = req.url().split('?').next().unwrap_or("").to_owned();
+        let (status, ctype, body) = match (req.method(), path.as_str()) {
+            (tiny_http::Method::Get, "/healthz") => {
+                if global.ready.load(Ordering::SeqCst) >= global.settings.shards
+                    && !global.shutting_down.load(Ordering::SeqCst)
+                {
+                    (200, "application/json", r#"{"status":"ok"}"#.to_owned())
+                } else {
+                    (503, "application/json", r#"{"status":"not ready"}"#.to_owned())
+                }
+            }
+            (tiny_http::Method::Get, "/metrics") => {
+                let snaps = collect(&global);
+                publish(&snaps);
+                (200, "text/plain; version=0.0.4", handle.render())
+            }
+            (tiny_http::Method::Get, "/api/amqp10/connections") => {
+                let conns: Vec<_> = collect(&global).into_iter().flat_map(|s| s.connections).collect();
+                let total = conns.len();
+                (200, "application/json", serde_json::json!({ "connections": conns, "total": total }).to_string())
+            }
+            (tiny_http::Method::Get, "/api/amqp10/links") => {
+                let links: Vec<_> = collect(&global).into_iter().flat_map(|s| s.links).collect();
+                let total = links.len();
+                (200, "application/json", serde_json::json!({ "links": links, "total": total }).to_string())
+            }
+            (tiny_http::Method::Get, "/api/channels") => {
+                let channels: Vec<_> = collect(&global)
+                    .into_iter()
+                    .flat_map(|s| s.channels)
+                    .map(|c| {
+                        serde_json::json!({
+                            "pattern": c.key.pattern.as_str(),
+                            "channel": &*c.key.name,
+                            "undelivered": c.undelivered,
+                            "outstanding": c.outstanding,
+                            "consumers": c.consumers,
+                            "published_messages": c.published,
+                            "published_bytes": c.published_bytes,
+                        })
+                    })
+                    .collect();
+                let total = channels.len();
+                (200, "application/json", serde_json::json!({ "channels": channels, "total": total }).to_string())
+            }
+            _ => (404, "application/json", r#"{"error":"not found"}"#.to_owned()),
+        };
+        let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes()).ok();
+        let mut resp = tiny_http::Response::from_string(body).with_status_code(status);
+        if let Some(h) = header {
+            resp = resp.with_header(h);
+        }
+        let _ = req.respond(resp);
+    }
+}
+
+/// Ask every shard for a snapshot (each answers within its 20 ms control tick).
+pub fn collect(global: &Global) -> Vec<ShardSnapshot> {
+    let mut out = Vec::new();
+    for q in &global.admin {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        if q.push(AdminRequest { reply: tx }).is_err() {
+            continue;
+        }
+        if let Ok(s) = rx.recv_timeout(Duration::from_secs(2)) {
+            out.push(s);
+        }
+    }
+    out
+}
+
+/// Set every family from the sum of the snapshots.
+fn publish(snaps: &[ShardSnapshot]) {
+    let sum = |f: &dyn Fn(&ShardSnapshot) -> u64| snaps.iter().map(f).sum::<u64>();
+    let gsum = |i: usize| snaps.iter().map(|s| s.gauges[i]).sum::<i64>().max(0) as f64;
+    gauge!("kubemq_amqp10_connections").set(gsum(0));
+    gauge!("kubemq_amqp10_sessions").set(gsum(1));
+    gauge!("kubemq_amqp10_links", "role" => "sender").set(gsum(2));
+    gauge!("kubemq_amqp10_links", "role" => "receiver").set(gsum(3));
+    for (i, p) in PATTERNS.iter().enumerate() {
+        counter!("kubemq_amqp10_transfers_total", "direction" => "in", "pattern" => p.as_str())
+            .absolute(sum(&|s| s.transfers_in[i]));
+        counter!("kubemq_amqp10_transfers_total", "direction" => "out", "pattern" => p.as_str())
+            .absolute(sum(&|s| s.transfers_out[i]));
+    }
+    for (i, o) in OUTCOMES.iter().enumerate() {
+        counter!("kubemq_amqp10_dispositions_total", "outcome" => *o).absolute(sum(&|s| s.dispositions[i]));
+    }
+    counter!("kubemq_amqp10_rpc_requests_total", "pattern" => "commands").absolute(sum(&|s| s.rpc_requests[0]));
+    counter!("kubemq_amqp10_rpc_requests_total", "pattern" => "queries").absolute(sum(&|s| s.rpc_requests[1]));
+    for (i, sc) in SCOPES.iter().enumerate() {
+        counter!("kubemq_amqp10_errors_total", "scope" => *sc).absolute(sum(&|s| s.errors[i]));
+    }
+    counter!("kubemq_amqp10_transfers_in_dropped_total").absolute(sum(&|s| s.transfers_in_dropped));
+    counter!("kubemq_amqp10_events_dropped_no_credit_total").absolute(sum(&|s| s.events_dropped_no_credit));
+    counter!("kubemq_amqp10_events_store_dropped_stalled_total").absolute(sum(&|s| s.events_store_dropped_stalled));
+    counter!("kubemq_amqp10_rpc_late_responses_total").absolute(sum(&|s| s.rpc_late_responses));
+}

@@ -1,0 +1,174 @@
+//! Address resolution: `[/]<pattern>/<channel>`, `responses/<RequestID>`, bare
+//! addresses with the JMS capability hint, dynamic nodes and the anonymous terminus.
+
+use crate::config::Pattern;
+use std::fmt;
+use std::sync::Arc;
+
+/// A pattern and channel: the unit that has a home shard.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ChannelKey {
+    /// The messaging pattern.
+    pub pattern: Pattern,
+    /// The channel name (validated).
+    pub name: Arc<str>,
+}
+
+impl ChannelKey {
+    /// The key for a pattern and channel name.
+    pub fn new(pattern: Pattern, name: &str) -> Self {
+        ChannelKey { pattern, name: Arc::from(name) }
+    }
+
+    /// The shard that owns this channel: FNV-1a of pattern and name.
+    pub fn home(&self, shards: usize) -> usize {
+        let mut h = fnv1a(0x811c_9dc5, self.pattern.as_str().as_bytes());
+        h = fnv1a(h, b"/");
+        h = fnv1a(h, self.name.as_bytes());
+        h as usize % shards.max(1)
+    }
+}
+
+impl fmt::Display for ChannelKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.pattern.as_str(), self.name)
+    }
+}
+
+/// FNV-1a 32-bit, continuing from `h`.
+pub fn fnv1a(mut h: u32, bytes: &[u8]) -> u32 {
+    for b in bytes {
+        h ^= *b as u32;
+        h = h.wrapping_mul(0x0100_0193);
+    }
+    h
+}
+
+/// What an address names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Node {
+    /// A pattern channel.
+    Channel(ChannelKey),
+    /// `responses/<RequestID>` (write-only).
+    Responses(String),
+    /// A dynamic node `_amqp10.tmp.<conn>.<uuid>` (possibly another connection's).
+    Dynamic(String),
+}
+
+/// Prefix of dynamic node names.
+pub const DYNAMIC_PREFIX: &str = "_amqp10.tmp.";
+
+/// Resolve an address. `hint` is the terminus capabilities' JMS hint (`queue` or
+/// `topic`), `default` the configured default pattern for bare addresses.
+/// The error is the `amqp:not-found` description.
+pub fn resolve(address: &str, hint: Option<&str>, default: Pattern) -> Result<Node, String> {
+    let a = address.strip_prefix('/').unwrap_or(address);
+    // Longest prefix first: "events-store/" must win over "events/".
+    const PREFIXES: [(&str, Option<Pattern>); 6] = [
+        ("events-store/", Some(Pattern::EventsStore)),
+        ("queues/", Some(Pattern::Queues)),
+        ("events/", Some(Pattern::Events)),
+        ("commands/", Some(Pattern::Commands)),
+        ("queries/", Some(Pattern::Queries)),
+        ("responses/", None),
+    ];
+    for (prefix, pattern) in PREFIXES {
+        if let Some(rest) = a.strip_prefix(prefix) {
+            return match pattern {
+                Some(p) => {
+                    validate_channel(rest)?;
+                    Ok(Node::Channel(ChannelKey::new(p, rest)))
+                }
+                None if rest.is_empty() => Err("empty request id".into()),
+                None => Ok(Node::Responses(rest.to_owned())),
+            };
+        }
+    }
+    if a.starts_with(DYNAMIC_PREFIX) {
+        return Ok(Node::Dynamic(a.to_owned()));
+    }
+    if a.contains('/') {
+        return Err("unknown address prefix".into());
+    }
+    let pattern = match hint {
+        Some("queue") => Pattern::Queues,
+        Some("topic") => Pattern::Events,
+        _ => default,
+    };
+    validate_channel(a)?;
+    Ok(Node::Channel(ChannelKey::new(pattern, a)))
+}
+
+/// Channel rules: 1..=255 bytes, no whitespace, `*`, `>`, `;`, `:`, no trailing `.`.
+pub fn validate_channel(ch: &str) -> Result<(), String> {
+    if ch.is_empty() {
+        return Err("empty channel".into());
+    }
+    if ch.len() > 255 {
+        return Err("channel exceeds 255 chars".into());
+    }
+    if ch.chars().any(char::is_whitespace) {
+        return Err("channel contains whitespace".into());
+    }
+    if ch.contains(['*', '>']) {
+        return Err("channel contains wildcard".into());
+    }
+    if ch.contains([';', ':']) {
+        return Err("channel contains ';' or ':'".into());
+    }
+    if ch.ends_with('.') {
+        return Err("channel has trailing '.'".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_and_leading_slash() {
+        let q = resolve("/queues/a", None, Pattern::Events).unwrap();
+        assert_eq!(q, Node::Channel(ChannelKey::new(Pattern::Queues, "a")));
+        assert_eq!(
+            resolve("events-store/x", None, Pattern::Queues).unwrap(),
+            Node::Channel(ChannelKey::new(Pattern::EventsStore, "x"))
+        );
+        assert_eq!(resolve("responses/abc", None, Pattern::Queues).unwrap(), Node::Responses("abc".into()));
+        assert_eq!(resolve("foo/bar", None, Pattern::Queues), Err("unknown address prefix".into()));
+    }
+
+    #[test]
+    fn bare_addresses_use_the_hint_then_the_default() {
+        let k = |p| Node::Channel(ChannelKey::new(p, "examples"));
+        assert_eq!(resolve("examples", Some("topic"), Pattern::Queues).unwrap(), k(Pattern::Events));
+        assert_eq!(resolve("examples", Some("queue"), Pattern::Events).unwrap(), k(Pattern::Queues));
+        assert_eq!(resolve("examples", None, Pattern::Commands).unwrap(), k(Pattern::Commands));
+    }
+
+    #[test]
+    fn channel_rules() {
+        for (ch, why) in [
+            ("", "empty channel"),
+            ("a b", "channel contains whitespace"),
+            ("a*", "channel contains wildcard"),
+            ("a>", "channel contains wildcard"),
+            ("a;b", "channel contains ';' or ':'"),
+            ("a:b", "channel contains ';' or ':'"),
+            ("a.", "channel has trailing '.'"),
+        ] {
+            assert_eq!(resolve(&format!("queues/{ch}"), None, Pattern::Queues), Err(why.into()), "{ch}");
+        }
+        assert!(validate_channel(&"x".repeat(255)).is_ok());
+        assert_eq!(validate_channel(&"x".repeat(256)), Err("channel exceeds 255 chars".into()));
+    }
+
+    #[test]
+    fn home_is_stable_and_spread() {
+        let a = ChannelKey::new(Pattern::Queues, "a");
+        assert_eq!(a.home(4), a.home(4));
+        let homes: std::collections::HashSet<usize> =
+            (0..64).map(|i| ChannelKey::new(Pattern::Events, &format!("c{i}")).home(4)).collect();
+        assert_eq!(homes.len(), 4);
+    }
+}

@@ -1,0 +1,160 @@
+//! What the broker reads from and rewrites in a message. Sections it does not
+//! touch are copied as they came.
+
+use super::selector::{SelectorSource, SelectorValue};
+use bytes::{Bytes, BytesMut};
+use sluice_proto::codec::{Encode, Value};
+use sluice_proto::types::messaging::BodyKind;
+use sluice_proto::types::{Header, Properties, RawMessage};
+
+/// A produced message that failed the broker's checks: (condition, description).
+pub type Refusal = (&'static str, String);
+
+/// Parse an incoming message; AmqpSequence bodies are refused.
+pub fn check(payload: &Bytes) -> Result<RawMessage, Refusal> {
+    let raw = RawMessage::parse(payload).map_err(|e| ("amqp:decode-error", format!("invalid message: {e}")))?;
+    if raw.body_kind == BodyKind::AmqpSequence {
+        return Err(("amqp:not-implemented", "amqp-sequence bodies are not supported".into()));
+    }
+    Ok(raw)
+}
+
+/// The message re-encoded with a header that says how often it was delivered
+/// (queues: delivery-count = receive count - 1, first-acquirer only on the first).
+pub fn with_delivery_header(payload: &Bytes, receive_count: u32) -> Bytes {
+    let Ok(raw) = RawMessage::parse(payload) else { return payload.clone() };
+    let mut header = raw.header().ok().flatten().unwrap_or_default();
+    let count = receive_count.saturating_sub(1);
+    header.delivery_count = (count > 0).then_some(count);
+    header.first_acquirer = Some(receive_count <= 1);
+    let mut out = BytesMut::with_capacity(payload.len() + 16);
+    raw.encode_with_header(&header, &mut out);
+    out.freeze()
+}
+
+/// Rebuild a message with new properties and extra application-properties.
+pub fn rebuild(raw: &RawMessage, properties: &Properties, extra_app: &[(&str, Value)], keep_body: bool) -> Bytes {
+    let mut out = BytesMut::with_capacity(raw.encoded_len() + 64);
+    if let Some(h) = &raw.header {
+        out.extend_from_slice(h);
+    }
+    if let Some(s) = &raw.delivery_annotations {
+        out.extend_from_slice(s);
+    }
+    if let Some(s) = &raw.message_annotations {
+        out.extend_from_slice(s);
+    }
+    properties.encode(&mut out);
+    let mut app = raw.application_properties().ok().flatten().unwrap_or_default();
+    for (k, v) in extra_app {
+        app.retain(|(name, _)| name != k);
+        app.push(((*k).to_owned(), v.clone()));
+    }
+    if !app.is_empty() {
+        sluice_proto::codec::put_descriptor(&mut out, 0x74);
+        let at = sluice_proto::codec::begin_map(&mut out);
+        for (k, v) in &app {
+            k.as_str().encode(&mut out);
+            v.encode(&mut out);
+        }
+        sluice_proto::codec::end_map(&mut out, at, app.len() as u32);
+    }
+    if keep_body {
+        out.extend_from_slice(&raw.body);
+    }
+    if let Some(f) = &raw.footer {
+        out.extend_from_slice(f);
+    }
+    out.freeze()
+}
+
+/// The properties section, or an empty one.
+pub fn properties(raw: &RawMessage) -> Properties {
+    raw.properties().ok().flatten().unwrap_or_default()
+}
+
+/// The header section, or an empty one.
+pub fn header(raw: &RawMessage) -> Header {
+    raw.header().ok().flatten().unwrap_or_default()
+}
+
+/// A string application-property.
+pub fn app_property(raw: &RawMessage, name: &str) -> Option<Value> {
+    raw.application_properties().ok().flatten()?.into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
+}
+
+/// The fields a selector can see: application-properties and the JMS header names.
+pub struct SelectorView {
+    raw: RawMessage,
+    props: Option<Properties>,
+    header: Option<Header>,
+    app: Vec<(String, Value)>,
+}
+
+impl SelectorView {
+    /// A view of `payload` (a message that failed to parse shows nothing).
+    pub fn new(payload: &Bytes) -> Self {
+        let raw = RawMessage::parse(payload).unwrap_or_default();
+        let props = raw.properties().ok().flatten();
+        let header = raw.header().ok().flatten();
+        let app = raw.application_properties().ok().flatten().unwrap_or_default();
+        SelectorView { raw, props, header, app }
+    }
+
+    /// The underlying message.
+    pub fn raw(&self) -> &RawMessage {
+        &self.raw
+    }
+}
+
+fn to_selector_value(v: &Value) -> Option<SelectorValue> {
+    Some(match v {
+        Value::Bool(b) => SelectorValue::Bool(*b),
+        Value::Ubyte(x) => SelectorValue::Int(*x as i64),
+        Value::Ushort(x) => SelectorValue::Int(*x as i64),
+        Value::Uint(x) => SelectorValue::Int(*x as i64),
+        Value::Ulong(x) => SelectorValue::Int(i64::try_from(*x).ok()?),
+        Value::Byte(x) => SelectorValue::Int(*x as i64),
+        Value::Short(x) => SelectorValue::Int(*x as i64),
+        Value::Int(x) => SelectorValue::Int(*x as i64),
+        Value::Long(x) => SelectorValue::Int(*x),
+        Value::Timestamp(t) => SelectorValue::Int(t.0),
+        Value::Float(x) => SelectorValue::Float(*x as f64),
+        Value::Double(x) => SelectorValue::Float(*x),
+        Value::String(s) => SelectorValue::Str(s.clone()),
+        Value::Symbol(s) => SelectorValue::Str(s.as_str().to_owned()),
+        Value::Char(c) => SelectorValue::Str(c.to_string()),
+        Value::Uuid(u) => SelectorValue::Str(uuid_string(&u.0)),
+        _ => return None,
+    })
+}
+
+/// RFC 4122 text of 16 bytes.
+pub fn uuid_string(b: &[u8; 16]) -> String {
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+impl SelectorSource for SelectorView {
+    fn get(&self, identifier: &str) -> Option<SelectorValue> {
+        let p = self.props.as_ref();
+        let h = self.header.as_ref();
+        match identifier {
+            "JMSMessageID" => p?.message_id.as_ref().and_then(to_selector_value),
+            "JMSCorrelationID" => p?.correlation_id.as_ref().and_then(to_selector_value),
+            "JMSType" => p?.subject.clone().map(SelectorValue::Str),
+            "JMSDestination" => p?.to.clone().map(SelectorValue::Str),
+            "JMSReplyTo" => p?.reply_to.clone().map(SelectorValue::Str),
+            "JMSTimestamp" => p?.creation_time.map(|t| SelectorValue::Int(t.0)),
+            "JMSExpiration" => p?.absolute_expiry_time.map(|t| SelectorValue::Int(t.0)),
+            "JMSPriority" => Some(SelectorValue::Int(h.and_then(|h| h.priority).unwrap_or(4) as i64)),
+            "JMSDeliveryMode" => Some(SelectorValue::Str(
+                if h.and_then(|h| h.durable).unwrap_or(false) { "PERSISTENT" } else { "NON_PERSISTENT" }.into(),
+            )),
+            "JMSXGroupID" => p?.group_id.clone().map(SelectorValue::Str),
+            "JMSXGroupSeq" => p?.group_sequence.map(|s| SelectorValue::Int(s as i64)),
+            "JMSXUserID" => p?.user_id.as_ref().map(|u| SelectorValue::Str(String::from_utf8_lossy(u).into_owned())),
+            name => self.app.iter().find(|(k, _)| k == name).and_then(|(_, v)| to_selector_value(v)),
+        }
+    }
+}

@@ -1,0 +1,290 @@
+//! The messaging patterns. Every channel lives on its home shard ([`home::Home`]);
+//! links live on the shard of their connection. The two talk only through
+//! [`ShardMsg`]s routed by the shard router.
+
+pub mod address;
+pub mod home;
+pub mod message;
+pub mod selector;
+
+use crate::config::Pattern;
+use address::ChannelKey;
+use bytes::Bytes;
+use crossbeam_queue::ArrayQueue;
+use selector::Selector;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+/// A link endpoint anywhere in the process: its shard, connection and link serial.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct SubRef {
+    /// Shard of the connection.
+    pub shard: u16,
+    /// Connection id within that shard.
+    pub conn: u64,
+    /// Link serial within that connection.
+    pub link: u64,
+}
+
+/// Where the outcome of an unsettled publish goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PublishAck {
+    /// The producing link.
+    pub link: SubRef,
+    /// Its delivery-id.
+    pub delivery_id: u32,
+}
+
+/// A stored or in-flight message: the bare message bytes as the producer sent them.
+#[derive(Debug, Clone)]
+pub struct Msg {
+    /// Encoded message (all sections).
+    pub payload: Bytes,
+    /// When the broker received it (ms since the Unix epoch).
+    pub received_ms: u64,
+}
+
+/// How the consumer settled a delivery.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// accepted, or settled with no outcome: remove.
+    Accepted,
+    /// rejected: remove.
+    Rejected,
+    /// released / modified / unknown: requeue to the tail.
+    Requeue,
+    /// Never reached the consumer (link gone before sending): requeue at the head.
+    Undelivered,
+}
+
+/// Where an events-store subscription starts (`x-opt-kubemq-start`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartPos {
+    /// Only events published from now on.
+    NewOnly,
+    /// The first stored event.
+    First,
+    /// The last stored event.
+    Last,
+    /// A sequence number (1-based).
+    Sequence(u64),
+    /// The first event at or after this time (ms since the epoch).
+    Time(u64),
+}
+
+/// What a consume link asks of its channel.
+#[derive(Debug, Clone)]
+pub struct SubSpec {
+    /// Consumer group (`x-opt-kubemq-group`).
+    pub group: Option<String>,
+    /// Selector (events, events-store).
+    pub selector: Option<Selector>,
+    /// Start position (events-store).
+    pub start: StartPos,
+    /// Durable subscription identity (events-store, expiry-policy never).
+    pub durable: Option<String>,
+    /// The consumer settles nothing (snd-settle-mode settled).
+    pub presettled: bool,
+    /// MaxUnsettledPerLink.
+    pub max_unsettled: u32,
+    /// GetBatchSize.
+    pub batch: u32,
+}
+
+/// The deliver-first window of an events-store subscription: filled by the home
+/// shard, emptied by the connection's shard as credit allows. A lock-free bounded
+/// ring, so neither side ever blocks the other.
+#[derive(Debug)]
+pub struct StoreRing {
+    /// Events (sequence number, message).
+    pub ring: ArrayQueue<(u64, Msg)>,
+    /// Set by the home when a push failed for lack of room while credit was left:
+    /// the connection then reports room with [`ShardMsg::RingSpace`].
+    pub home_waiting: AtomicBool,
+}
+
+/// Everything that crosses between a connection and a channel's home.
+#[derive(Debug)]
+pub enum ShardMsg {
+    // ---- connection -> home
+    /// Store or fan out a message.
+    Publish {
+        /// Channel.
+        key: ChannelKey,
+        /// The message.
+        msg: Msg,
+        /// Outcome wanted (unsettled publish).
+        ack: Option<PublishAck>,
+    },
+    /// A consume link attached.
+    Subscribe {
+        /// Channel.
+        key: ChannelKey,
+        /// The link.
+        sub: SubRef,
+        /// Its options.
+        spec: Box<SubSpec>,
+    },
+    /// New credit from the consumer. `delivery_count` is the link's delivery-count
+    /// at the connection when the FLOW arrived, so the home can subtract deliveries
+    /// still in flight towards the connection.
+    Credit {
+        /// Channel.
+        key: ChannelKey,
+        /// The link.
+        sub: SubRef,
+        /// Effective credit at the connection.
+        credit: u32,
+        /// delivery-count at the connection.
+        delivery_count: u32,
+        /// Drain requested.
+        drain: bool,
+    },
+    /// The consumer settled a delivery.
+    Settle {
+        /// Channel.
+        key: ChannelKey,
+        /// The link.
+        sub: SubRef,
+        /// Delivery token given in [`ShardMsg::Deliver`].
+        token: u64,
+        /// Outcome.
+        outcome: Outcome,
+    },
+    /// The consume link is gone: return its unsettled deliveries.
+    Unsubscribe {
+        /// Channel.
+        key: ChannelKey,
+        /// The link.
+        sub: SubRef,
+        /// It was detached for a credit stall: the message that found the ring full
+        /// is lost too, and a durable cursor moves past it.
+        stalled: bool,
+    },
+    /// Room in an events-store ring again.
+    RingSpace {
+        /// Channel.
+        key: ChannelKey,
+        /// The link.
+        sub: SubRef,
+    },
+    /// An RPC request routed to responders.
+    RpcRequest {
+        /// commands/ or queries/ channel.
+        key: ChannelKey,
+        /// The rewritten request.
+        msg: Msg,
+        /// When it expires (ms since the epoch).
+        deadline_ms: u64,
+    },
+
+    // ---- home -> connection
+    /// Outcome of an unsettled publish.
+    PublishDone {
+        /// Where it goes.
+        ack: PublishAck,
+        /// Err: (condition, description).
+        result: Result<(), (&'static str, String)>,
+    },
+    /// Answer to Subscribe.
+    SubscribeDone {
+        /// The link.
+        sub: SubRef,
+        /// Ok: the ring for events-store. Err: (condition, description).
+        result: Result<Option<Arc<StoreRing>>, (&'static str, String)>,
+    },
+    /// A message for a consume link.
+    Deliver {
+        /// The link.
+        sub: SubRef,
+        /// Token to settle with.
+        token: u64,
+        /// The message.
+        msg: Msg,
+        /// Times delivered, this one included (queues); 0 where not counted.
+        receive_count: u32,
+        /// Sent pre-settled.
+        settled: bool,
+    },
+    /// The drain is complete: the home delivered what it had and zeroed its credit.
+    DrainDone {
+        /// The link.
+        sub: SubRef,
+    },
+    /// Events were put into an empty ring.
+    RingReady {
+        /// The link.
+        sub: SubRef,
+    },
+    /// A ring was found full.
+    RingFull {
+        /// The link.
+        sub: SubRef,
+    },
+    /// An RPC response for a pending request of a connection.
+    RpcResponse {
+        /// Connection that holds the pending request.
+        shard: u16,
+        /// Its id.
+        conn: u64,
+        /// The request id.
+        request_id: String,
+        /// The responder's message.
+        msg: Msg,
+    },
+    /// Close the connection (shutdown).
+    Shutdown {
+        /// Connection.
+        conn: u64,
+    },
+}
+
+impl ShardMsg {
+    /// The shard this message must be handled on.
+    pub fn destination(&self, shards: usize) -> usize {
+        match self {
+            ShardMsg::Publish { key, .. }
+            | ShardMsg::Subscribe { key, .. }
+            | ShardMsg::Credit { key, .. }
+            | ShardMsg::Settle { key, .. }
+            | ShardMsg::Unsubscribe { key, .. }
+            | ShardMsg::RingSpace { key, .. }
+            | ShardMsg::RpcRequest { key, .. } => key.home(shards),
+            ShardMsg::PublishDone { ack, .. } => ack.link.shard as usize,
+            ShardMsg::SubscribeDone { sub, .. }
+            | ShardMsg::Deliver { sub, .. }
+            | ShardMsg::DrainDone { sub }
+            | ShardMsg::RingReady { sub }
+            | ShardMsg::RingFull { sub } => sub.shard as usize,
+            ShardMsg::RpcResponse { shard, .. } => *shard as usize,
+            ShardMsg::Shutdown { .. } => usize::MAX,
+        }
+    }
+
+    /// The connection a connection-bound message is for.
+    pub fn connection(&self) -> Option<u64> {
+        match self {
+            ShardMsg::PublishDone { ack, .. } => Some(ack.link.conn),
+            ShardMsg::SubscribeDone { sub, .. }
+            | ShardMsg::Deliver { sub, .. }
+            | ShardMsg::DrainDone { sub }
+            | ShardMsg::RingReady { sub }
+            | ShardMsg::RingFull { sub } => Some(sub.conn),
+            ShardMsg::RpcResponse { conn, .. } | ShardMsg::Shutdown { conn } => Some(*conn),
+            _ => None,
+        }
+    }
+}
+
+/// The pattern label used in metrics.
+pub fn pattern_label(p: Pattern) -> &'static str {
+    p.as_str()
+}
+
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}

@@ -1,0 +1,1359 @@
+//! One connection's driver: a loop around the sans-IO engine that reads into the
+//! engine's buffer, answers its events with broker decisions, writes its output in
+//! large batches, and delivers what the channels' homes send back.
+
+use crate::broker::address::{self, ChannelKey, Node};
+use crate::broker::message::{self, Refusal};
+use crate::broker::selector::Selector;
+use crate::broker::{now_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec};
+use crate::config::Pattern;
+use crate::shard::metrics::{add, gauge, pattern_index, ConnectionInfo, LinkInfo};
+use crate::shard::{Inbox, Shard};
+use bytes::Bytes;
+use futures_lite::{AsyncRead, AsyncWriteExt};
+use glommio::net::TcpStream;
+use sluice_proto::codec::{Fields, Symbol, Value};
+use sluice_proto::engine::{Config, Connection, Event, LinkId, Scope, UsageError};
+use sluice_proto::types::{
+    condition, Attach, AttachTarget, DeliveryState, DeliveryTag, Error, Properties, ReceiverSettleMode, Role,
+    SenderSettleMode, Source, Target,
+};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::pin::Pin;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+/// Read size per system call.
+const READ_CHUNK: usize = 64 * 1024;
+/// Replies waiting in a dynamic node for credit, at most.
+const NODE_QUEUE_MAX: usize = 4096;
+/// The selector filter keys.
+const SELECTOR_KEYS: [&str; 2] = ["apache.org:selector-filter:string", "jms-selector"];
+
+/// Where a produce link's messages go.
+#[derive(Debug, Clone)]
+enum ProduceTarget {
+    Channel(ChannelKey),
+    Responses(String),
+    Anonymous,
+    Node(String),
+}
+
+#[derive(Debug)]
+enum LinkKind {
+    Produce {
+        target: ProduceTarget,
+        window: u32,
+    },
+    Consume {
+        key: ChannelKey,
+        presettled: bool,
+        /// delivery-id -> home token
+        unsettled: HashMap<u32, u64>,
+        ring: Option<Arc<StoreRing>>,
+        subscribed: bool,
+        reply: Option<Box<Attach>>,
+        pending_credit: Option<(u32, bool)>,
+        stalled: bool,
+    },
+    NodeConsume {
+        node: String,
+    },
+}
+
+#[derive(Debug)]
+struct LinkCtx {
+    serial: u64,
+    channel: u16,
+    name: String,
+    role: Role,
+    kind: LinkKind,
+    address: String,
+    pattern: String,
+    chan: String,
+    durable: bool,
+    dynamic: bool,
+    next_tag: u64,
+}
+
+#[derive(Debug, Default)]
+struct NodeState {
+    link: Option<LinkId>,
+    queue: VecDeque<Bytes>,
+    unsettled: HashMap<u32, Bytes>,
+}
+
+#[derive(Debug)]
+struct PendingRpc {
+    node: String,
+    correlation: Option<Value>,
+    pattern: Pattern,
+    deadline: u64,
+}
+
+/// A delivery waiting for room in the peer's session window.
+#[derive(Debug)]
+struct Held {
+    link: LinkId,
+    token: u64,
+    payload: Bytes,
+    settled: bool,
+}
+
+struct Driver {
+    shard: Rc<Shard>,
+    id: u64,
+    engine: Connection,
+    inbox: Rc<Inbox>,
+    links: HashMap<LinkId, LinkCtx>,
+    serials: HashMap<u64, LinkId>,
+    next_serial: u64,
+    sessions: HashSet<u16>,
+    nodes: HashMap<String, NodeState>,
+    pending: HashMap<String, PendingRpc>,
+    deadlines: BinaryHeap<Reverse<(u64, String)>>,
+    next_request: u64,
+    held: VecDeque<Held>,
+    reject: Option<Error>,
+    info: ConnectionInfo,
+    started: Instant,
+    shutting_down: bool,
+}
+
+/// Drive one connection until it ends.
+pub(super) async fn run(shard: Rc<Shard>, mut stream: TcpStream, over_limit: bool) {
+    let s = &shard.global.settings;
+    let mut cfg = Config::server("sluice");
+    cfg.max_frame_size = s.max_frame_size;
+    cfg.channel_max = s.channel_max();
+    cfg.idle_timeout_ms = s.idle_timeout_ms();
+    cfg.handshake_timeout_ms = s.handshake_timeout_seconds.saturating_mul(1000);
+    cfg.handle_max = s.handle_max();
+    cfg.max_message_size = s.max_message_size;
+    cfg.session_window = 2048;
+    let started = Instant::now();
+    let id = shard.next_conn_id();
+    let inbox = Rc::new(Inbox::default());
+    shard.conns.borrow_mut().insert(id, inbox.clone());
+    gauge(&shard.counters.connections, 1);
+    let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+    let mut d = Driver {
+        shard: shard.clone(),
+        id,
+        engine: Connection::new(cfg, 0),
+        inbox,
+        links: HashMap::new(),
+        serials: HashMap::new(),
+        next_serial: 1,
+        sessions: HashSet::new(),
+        nodes: HashMap::new(),
+        pending: HashMap::new(),
+        deadlines: BinaryHeap::new(),
+        next_request: 1,
+        held: VecDeque::new(),
+        reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
+        info: ConnectionInfo {
+            connected_at: rfc3339_now(),
+            source_ip: peer,
+            sasl: "none".into(),
+            ..Default::default()
+        },
+        started,
+        shutting_down: false,
+    };
+    if let Err(e) = d.drive(&mut stream).await {
+        tracing::debug!(conn = id, error = %e, "connection ended with an I/O error");
+    }
+    d.teardown();
+    let _ = stream.close().await;
+}
+
+fn rfc3339_now() -> String {
+    time::OffsetDateTime::now_utc().format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
+}
+
+enum Wake {
+    Read(usize),
+    Inbox,
+    Timer,
+}
+
+impl Driver {
+    fn now(&self) -> u64 {
+        self.started.elapsed().as_millis() as u64
+    }
+
+    async fn drive(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        let mut msgs = Vec::new();
+        loop {
+            self.flush(stream).await?;
+            if self.engine.is_closed() {
+                return Ok(());
+            }
+            let deadline = self.next_deadline();
+            let wake = {
+                let now = self.now();
+                let sleep = deadline.map(|t| Duration::from_millis(t.saturating_sub(now)));
+                let mut timer = sleep.map(glommio::timer::Timer::new);
+                let inbox = self.inbox.clone();
+                let buf = self.engine.read_buffer();
+                let len = buf.len();
+                buf.resize(len + READ_CHUNK, 0);
+                let r = futures_lite::future::poll_fn(|cx| {
+                    if !inbox.is_empty() {
+                        return Poll::Ready(Ok(Wake::Inbox));
+                    }
+                    inbox.register(cx.waker());
+                    match Pin::new(&mut *stream).poll_read(cx, &mut buf[len..]) {
+                        Poll::Ready(Ok(n)) => return Poll::Ready(Ok(Wake::Read(n))),
+                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                        Poll::Pending => {}
+                    }
+                    if let Some(t) = timer.as_mut() {
+                        if std::future::Future::poll(Pin::new(t), cx).is_ready() {
+                            return Poll::Ready(Ok(Wake::Timer));
+                        }
+                    }
+                    Poll::Pending
+                })
+                .await;
+                let n = match &r {
+                    Ok(Wake::Read(n)) => *n,
+                    _ => 0,
+                };
+                buf.truncate(len + n);
+                r?
+            };
+            match wake {
+                Wake::Read(0) => {
+                    self.engine.handle_eof();
+                    self.handle_events();
+                    return Ok(());
+                }
+                Wake::Read(_) => {
+                    let now = self.now();
+                    self.engine.process(now);
+                }
+                Wake::Inbox => {}
+                Wake::Timer => {}
+            }
+            let now = self.now();
+            self.engine.handle_timeout(now);
+            self.expire_rpc();
+            self.handle_events();
+            self.inbox.drain(&mut msgs);
+            for m in msgs.drain(..) {
+                self.on_message(m);
+            }
+            self.handle_events();
+            if self.shard.global.shutting_down.load(Ordering::Relaxed) && !self.shutting_down {
+                self.shutting_down = true;
+                self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
+            }
+        }
+    }
+
+    fn next_deadline(&self) -> Option<u64> {
+        let rpc = self.deadlines.peek().map(|Reverse((t, _))| self.to_local(*t));
+        match (self.engine.poll_timeout(), rpc) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// An epoch-ms deadline on this driver's clock.
+    fn to_local(&self, epoch_ms: u64) -> u64 {
+        let now = now_ms();
+        self.now() + epoch_ms.saturating_sub(now)
+    }
+
+    async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+        // Small chunks are gathered into one write; large payloads go on their own.
+        let mut batch = Vec::with_capacity(16 * 1024);
+        while let Some(chunk) = self.engine.poll_transmit() {
+            if chunk.len() >= sluice_proto::engine::ZERO_COPY_THRESHOLD {
+                if !batch.is_empty() {
+                    stream.write_all(&batch).await?;
+                    batch.clear();
+                }
+                stream.write_all(&chunk).await?;
+            } else {
+                batch.extend_from_slice(&chunk);
+                if batch.len() >= 256 * 1024 {
+                    stream.write_all(&batch).await?;
+                    batch.clear();
+                }
+            }
+        }
+        if !batch.is_empty() {
+            stream.write_all(&batch).await?;
+        }
+        Ok(())
+    }
+
+    fn settings(&self) -> &crate::config::Settings {
+        &self.shard.global.settings
+    }
+
+    fn sub(&self, serial: u64) -> SubRef {
+        SubRef { shard: self.shard.id, conn: self.id, link: serial }
+    }
+
+    // ------------------------------------------------------------ engine events
+
+    fn handle_events(&mut self) {
+        while let Some(e) = self.engine.poll_event() {
+            self.on_event(e);
+        }
+        self.refresh_registry();
+    }
+
+    fn on_event(&mut self, e: Event) {
+        match e {
+            Event::Opened(open) => {
+                self.info.container_id = sanitize(&open.container_id, 256);
+                self.info.client_id = self.info.container_id.clone();
+                if let Some(p) = &open.properties {
+                    self.info.product = p.get("product").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    self.info.version = p.get("version").and_then(Value::as_str).unwrap_or_default().to_owned();
+                }
+                if open.container_id.is_empty() {
+                    self.count_error(Scope::Connection);
+                    self.engine.close(Some(Error::new(condition::INVALID_FIELD, "open.container-id is required")));
+                } else if let Some(err) = self.reject.take() {
+                    self.count_error(Scope::Connection);
+                    self.engine.close(Some(err));
+                }
+            }
+            Event::SaslInit(_) | Event::SaslOutcome(_) => {}
+            Event::SessionBegun { channel, .. } => {
+                self.sessions.insert(channel);
+                gauge(&self.shard.counters.sessions, 1);
+                if self.sessions.len() > self.settings().session_max as usize {
+                    self.count_error(Scope::Session(channel));
+                    self.engine.end_session(
+                        channel,
+                        Some(Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "session limit reached")),
+                    );
+                }
+            }
+            Event::SessionEnded { channel, .. } => {
+                if self.sessions.remove(&channel) {
+                    gauge(&self.shard.counters.sessions, -1);
+                }
+            }
+            Event::AttachRequested { link, channel, attach } => self.on_attach(link, channel, *attach),
+            Event::Attached { .. } => {}
+            Event::Credit { link, credit, drain } => self.on_credit(link, credit, drain),
+            Event::SenderFlow { .. } => {}
+            Event::SessionFlow { .. } => self.retry_held(),
+            Event::Delivery(d) => self.on_delivery(d),
+            Event::Aborted { .. } => {}
+            Event::Disposition { link, delivery_id, settled, state } => {
+                self.on_disposition(link, delivery_id, settled, state)
+            }
+            Event::Detached { link, .. } => self.on_detached(link),
+            Event::Closed { .. } => {}
+            Event::LocalError { scope, error } => {
+                tracing::debug!(conn = self.id, condition = %error.condition, "protocol error");
+                self.count_error(scope);
+            }
+        }
+    }
+
+    fn count_error(&self, scope: Scope) {
+        let i = match scope {
+            Scope::Connection => 0,
+            Scope::Session(_) => 1,
+            Scope::Link(_) => 2,
+        };
+        add(&self.shard.counters.errors[i], 1);
+    }
+
+    // ------------------------------------------------------------ attach
+
+    fn refuse(&mut self, link: LinkId, cond: &str, description: impl Into<String>) {
+        add(&self.shard.counters.errors[2], 1);
+        let _ = self.engine.refuse_attach(link, Error::new(cond, description));
+    }
+
+    fn on_attach(&mut self, link: LinkId, channel: u16, attach: Attach) {
+        if attach.rcv_settle_mode() == ReceiverSettleMode::Second {
+            return self.refuse(link, condition::NOT_IMPLEMENTED, "rcv-settle-mode second is not supported");
+        }
+        // The server's role is the inverse of the client's.
+        let role = attach.role.peer();
+        if self.links.values().any(|l| l.channel == channel && l.role == role && l.name == attach.name) {
+            return self.refuse(link, condition::NOT_ALLOWED, "duplicate link name");
+        }
+        let on_session = self.links.values().filter(|l| l.channel == channel).count();
+        if on_session >= self.settings().max_links_per_session as usize {
+            return self.refuse(link, condition::RESOURCE_LIMIT_EXCEEDED, "link limit reached");
+        }
+        match role {
+            Role::Receiver => self.attach_produce(link, channel, attach),
+            Role::Sender => self.attach_consume(link, channel, attach),
+        }
+    }
+
+    fn new_ctx(&mut self, channel: u16, name: &str, role: Role, kind: LinkKind) -> LinkCtx {
+        let serial = self.next_serial;
+        self.next_serial += 1;
+        LinkCtx {
+            serial,
+            channel,
+            name: name.to_owned(),
+            role,
+            kind,
+            address: String::new(),
+            pattern: String::new(),
+            chan: String::new(),
+            durable: false,
+            dynamic: false,
+            next_tag: 0,
+        }
+    }
+
+    fn mint_node(&mut self) -> String {
+        let mut r = [0u8; 16];
+        fill_random(&mut r);
+        let name = format!("{}{}-{}.{}", address::DYNAMIC_PREFIX, self.shard.id, self.id, message::uuid_string(&r));
+        self.nodes.insert(name.clone(), NodeState::default());
+        name
+    }
+
+    fn attach_produce(&mut self, link: LinkId, channel: u16, attach: Attach) {
+        if attach.source.as_ref().and_then(|s| s.filter.as_ref()).is_some_and(has_selector) {
+            return self.refuse(link, condition::NOT_IMPLEMENTED, "selector filter not supported on a sender link");
+        }
+        let target = attach.target().cloned();
+        let mut reply_target = target.clone();
+        let (t, address) = match &target {
+            Some(t) if t.dynamic() => {
+                let name = self.mint_node();
+                if let Some(rt) = reply_target.as_mut() {
+                    rt.address = Some(name.clone());
+                }
+                (ProduceTarget::Node(name.clone()), name)
+            }
+            Some(Target { address: Some(a), .. }) if !a.is_empty() => {
+                let hint = jms_hint(t_caps(&target));
+                match address::resolve(a, hint, self.settings().default_pattern) {
+                    Ok(Node::Channel(k)) => (ProduceTarget::Channel(k), a.clone()),
+                    Ok(Node::Responses(id)) => (ProduceTarget::Responses(id), a.clone()),
+                    Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => (ProduceTarget::Node(n), a.clone()),
+                    Ok(Node::Dynamic(_)) => return self.refuse(link, condition::NOT_FOUND, "unknown dynamic node"),
+                    Err(why) => return self.refuse(link, condition::NOT_FOUND, why),
+                }
+            }
+            _ => (ProduceTarget::Anonymous, String::new()),
+        };
+        if attach.target.as_ref().is_some_and(|t| matches!(t, AttachTarget::Coordinator(_))) {
+            return self.refuse(link, condition::NOT_IMPLEMENTED, "transactions are not supported");
+        }
+        let window = self.settings().effective_max_unsettled();
+        let mut ctx = self.new_ctx(channel, &attach.name, Role::Receiver, LinkKind::Produce { target: t.clone(), window });
+        ctx.address = address;
+        ctx.dynamic = matches!(&target, Some(t) if t.dynamic());
+        match &t {
+            ProduceTarget::Channel(k) => {
+                ctx.pattern = k.pattern.as_str().into();
+                ctx.chan = k.name.to_string();
+            }
+            ProduceTarget::Responses(id) => {
+                ctx.pattern = "responses".into();
+                ctx.chan = id.clone();
+            }
+            ProduceTarget::Anonymous => ctx.pattern = "anonymous".into(),
+            ProduceTarget::Node(n) => {
+                ctx.pattern = "dynamic".into();
+                ctx.chan = n.clone();
+            }
+        }
+        let snd = match attach.snd_settle_mode() {
+            SenderSettleMode::Settled => SenderSettleMode::Settled,
+            _ => SenderSettleMode::Mixed,
+        };
+        let reply = Attach {
+            snd_settle_mode: Some(snd),
+            rcv_settle_mode: Some(ReceiverSettleMode::First),
+            source: attach.source.clone(),
+            target: reply_target.map(AttachTarget::Target),
+            max_message_size: Some(self.settings().max_message_size),
+            ..Default::default()
+        };
+        if self.engine.attach_reply(link, reply).is_err() {
+            return;
+        }
+        let _ = self.engine.grant_credit(link, window, false);
+        self.serials.insert(ctx.serial, link);
+        self.links.insert(link, ctx);
+        gauge(&self.shard.counters.links_receiver, 1);
+    }
+
+    fn attach_consume(&mut self, link: LinkId, channel: u16, attach: Attach) {
+        let Some(source) = attach.source.clone() else {
+            return self.refuse(link, condition::NOT_FOUND, "missing source");
+        };
+        let mut reply_source = source.clone();
+        let props = attach.properties.clone().unwrap_or_default();
+        let group = props.get("x-opt-kubemq-group").and_then(Value::as_str).filter(|g| !g.is_empty()).map(str::to_owned);
+        if source.dynamic() {
+            let name = self.mint_node();
+            reply_source.address = Some(name.clone());
+            let mut ctx = self.new_ctx(channel, &attach.name, Role::Sender, LinkKind::NodeConsume { node: name.clone() });
+            ctx.address = name.clone();
+            ctx.pattern = "dynamic".into();
+            ctx.chan = name.clone();
+            ctx.dynamic = true;
+            return self.finish_node_attach(link, ctx, &attach, reply_source, name);
+        }
+        let addr = source.address.clone().unwrap_or_default();
+        if addr.is_empty() {
+            return self.refuse(link, condition::NOT_FOUND, "missing source address");
+        }
+        let key = match address::resolve(&addr, jms_hint(source.capabilities.as_ref()), self.settings().default_pattern) {
+            Ok(Node::Channel(k)) => k,
+            Ok(Node::Responses(_)) => {
+                return self.refuse(link, condition::NOT_ALLOWED, "responses nodes cannot be consumed")
+            }
+            Ok(Node::Dynamic(n)) => {
+                if self.nodes.get(&n).is_some_and(|s| s.link.is_none()) {
+                    let mut ctx =
+                        self.new_ctx(channel, &attach.name, Role::Sender, LinkKind::NodeConsume { node: n.clone() });
+                    ctx.address = n.clone();
+                    ctx.pattern = "dynamic".into();
+                    ctx.chan = n.clone();
+                    ctx.dynamic = true;
+                    return self.finish_node_attach(link, ctx, &attach, reply_source, n);
+                }
+                return self.refuse(link, condition::NOT_FOUND, "unknown dynamic node");
+            }
+            Err(why) => return self.refuse(link, condition::NOT_FOUND, why),
+        };
+        let selector_text = source.filter.as_ref().and_then(selector_text);
+        let mut selector = None;
+        if let Some(text) = &selector_text {
+            match key.pattern {
+                Pattern::Events | Pattern::EventsStore => match Selector::parse(text) {
+                    Ok(s) => selector = Some(s),
+                    Err(why) => return self.refuse(link, condition::INVALID_FIELD, format!("invalid selector: {why}")),
+                },
+                _ => {
+                    return self.refuse(link, condition::NOT_IMPLEMENTED, "selector filter not supported on this address")
+                }
+            }
+        }
+        if key.pattern == Pattern::Queues
+            && source.distribution_mode.as_ref().is_some_and(|m| m.as_str() == "copy")
+        {
+            return self.refuse(link, condition::INVALID_FIELD, "distribution-mode copy is not supported on queues");
+        }
+        let mut start = StartPos::NewOnly;
+        if key.pattern == Pattern::EventsStore {
+            if let Some(v) = props.get("x-opt-kubemq-start") {
+                match parse_start(v) {
+                    Ok(s) => start = s,
+                    Err(why) => return self.refuse(link, condition::INVALID_FIELD, why),
+                }
+            }
+        }
+        let durable = key.pattern == Pattern::EventsStore
+            && source.expiry_policy.as_ref().is_some_and(|p| p.as_str() == "never");
+        let durable_id = durable.then(|| durable_identity(&self.info.container_id, &attach.name));
+        // Events and events-store deliver pre-settled; queues honour snd-settle-mode.
+        let presettled = match key.pattern {
+            Pattern::Queues => attach.snd_settle_mode() == SenderSettleMode::Settled,
+            Pattern::Events | Pattern::EventsStore => true,
+            Pattern::Commands | Pattern::Queries => attach.snd_settle_mode() == SenderSettleMode::Settled,
+        };
+        let snd = match (key.pattern, presettled) {
+            (_, true) => SenderSettleMode::Settled,
+            (Pattern::Queues, false) => SenderSettleMode::Unsettled,
+            _ => SenderSettleMode::Mixed,
+        };
+        let reply = Attach {
+            snd_settle_mode: Some(snd),
+            rcv_settle_mode: Some(ReceiverSettleMode::First),
+            source: Some(reply_source),
+            target: attach.target.clone(),
+            max_message_size: Some(self.settings().max_message_size),
+            ..Default::default()
+        };
+        let kind = LinkKind::Consume {
+            key: key.clone(),
+            presettled,
+            unsettled: HashMap::new(),
+            ring: None,
+            subscribed: false,
+            reply: Some(Box::new(reply)),
+            pending_credit: None,
+            stalled: false,
+        };
+        let mut ctx = self.new_ctx(channel, &attach.name, Role::Sender, kind);
+        ctx.address = addr;
+        ctx.pattern = key.pattern.as_str().into();
+        ctx.chan = key.name.to_string();
+        ctx.durable = durable;
+        let spec = SubSpec {
+            group,
+            selector,
+            start,
+            durable: durable_id,
+            presettled,
+            max_unsettled: self.settings().effective_max_unsettled(),
+            batch: self.settings().get_batch_size,
+        };
+        let sub = self.sub(ctx.serial);
+        self.serials.insert(ctx.serial, link);
+        self.links.insert(link, ctx);
+        self.shard.route(ShardMsg::Subscribe { key, sub, spec: Box::new(spec) });
+    }
+
+    fn finish_node_attach(&mut self, link: LinkId, ctx: LinkCtx, attach: &Attach, source: Source, node: String) {
+        let reply = Attach {
+            snd_settle_mode: Some(SenderSettleMode::Unsettled),
+            rcv_settle_mode: Some(ReceiverSettleMode::First),
+            source: Some(source),
+            target: attach.target.clone(),
+            max_message_size: Some(self.settings().max_message_size),
+            ..Default::default()
+        };
+        if self.engine.attach_reply(link, reply).is_err() {
+            return;
+        }
+        if let Some(n) = self.nodes.get_mut(&node) {
+            n.link = Some(link);
+        }
+        self.serials.insert(ctx.serial, link);
+        self.links.insert(link, ctx);
+        gauge(&self.shard.counters.links_sender, 1);
+    }
+
+    fn on_subscribed(&mut self, serial: u64, result: Result<Option<Arc<StoreRing>>, (&'static str, String)>) {
+        let Some(&link) = self.serials.get(&serial) else {
+            return;
+        };
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let LinkKind::Consume { subscribed, reply, ring, pending_credit, key, .. } = &mut ctx.kind else { return };
+        match result {
+            Ok(r) => {
+                *subscribed = true;
+                *ring = r;
+                let reply = reply.take().map(|b| *b).unwrap_or_default();
+                let pending = pending_credit.take();
+                let key = key.clone();
+                if self.engine.attach_reply(link, reply).is_err() {
+                    return;
+                }
+                gauge(&self.shard.counters.links_sender, 1);
+                // Credit that arrived before the subscription was ready.
+                let credit = pending.map(|(_, d)| (self.engine.link_credit(link), d));
+                if let Some((credit, drain)) = credit {
+                    self.forward_credit(link, key, credit, drain);
+                }
+            }
+            Err((cond, why)) => {
+                self.links.remove(&link);
+                self.serials.remove(&serial);
+                self.refuse(link, cond, why);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ credit and delivery (consume)
+
+    fn on_credit(&mut self, link: LinkId, credit: u32, drain: bool) {
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        match &mut ctx.kind {
+            LinkKind::Consume { subscribed: false, pending_credit, .. } => *pending_credit = Some((credit, drain)),
+            LinkKind::Consume { key, ring: Some(_), .. } => {
+                let _ = key;
+                self.pump_ring(link);
+            }
+            LinkKind::Consume { key, .. } => {
+                let key = key.clone();
+                self.forward_credit(link, key, credit, drain);
+            }
+            LinkKind::NodeConsume { node } => {
+                let node = node.clone();
+                self.pump_node(&node);
+                if drain {
+                    let _ = self.engine.drain_complete(link);
+                }
+            }
+            LinkKind::Produce { .. } => {}
+        }
+        self.retry_held();
+    }
+
+    fn forward_credit(&mut self, link: LinkId, key: ChannelKey, credit: u32, drain: bool) {
+        let Some(ctx) = self.links.get(&link) else { return };
+        let sub = self.sub(ctx.serial);
+        let delivery_count = self.engine.link_info(link).map_or(0, |i| i.delivery_count);
+        self.shard.route(ShardMsg::Credit { key, sub, credit, delivery_count, drain });
+    }
+
+    /// Move events-store events from the ring to the wire as credit allows.
+    fn pump_ring(&mut self, link: LinkId) {
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let LinkKind::Consume { ring: Some(ring), key, stalled: false, .. } = &ctx.kind else { return };
+        let ring = ring.clone();
+        let key = key.clone();
+        let serial = ctx.serial;
+        let pattern = pattern_index(key.pattern);
+        loop {
+            if self.engine.link_credit(link) == 0 || !self.held.is_empty() {
+                break;
+            }
+            let Some((_seq, msg)) = ring.ring.pop() else { break };
+            let ctx = match self.links.get_mut(&link) {
+                Some(c) => c,
+                None => return,
+            };
+            let tag = DeliveryTag::from_u64(ctx.next_tag);
+            ctx.next_tag += 1;
+            match self.engine.send(link, tag, msg.payload.clone(), true) {
+                Ok(_) => add(&self.shard.counters.transfers_out[pattern], 1),
+                Err(UsageError::SessionWindow) => {
+                    self.held.push_back(Held { link, token: 0, payload: msg.payload, settled: true });
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        let drain = self.engine.link_info(link).is_some_and(|i| i.drain);
+        if drain && (ring.ring.is_empty() || self.engine.link_credit(link) == 0) {
+            let _ = self.engine.drain_complete(link);
+        }
+        if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::AcqRel) {
+            let sub = self.sub(serial);
+            self.shard.route(ShardMsg::RingSpace { key, sub });
+        }
+    }
+
+    fn on_deliver(&mut self, serial: u64, token: u64, msg: Msg, receive_count: u32, settled: bool) {
+        let Some(&link) = self.serials.get(&serial) else {
+            return;
+        };
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let LinkKind::Consume { key, .. } = &ctx.kind else { return };
+        let key = key.clone();
+        let payload = if key.pattern == Pattern::Queues {
+            message::with_delivery_header(&msg.payload, receive_count)
+        } else {
+            msg.payload
+        };
+        if !self.held.is_empty() {
+            self.held.push_back(Held { link, token, payload, settled });
+            return;
+        }
+        self.send_consumed(link, key, token, payload, settled);
+    }
+
+    fn send_consumed(&mut self, link: LinkId, key: ChannelKey, token: u64, payload: Bytes, settled: bool) {
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let tag = DeliveryTag::from_u64(ctx.next_tag);
+        ctx.next_tag += 1;
+        match self.engine.send(link, tag, payload.clone(), settled) {
+            Ok(delivery_id) => {
+                add(&self.shard.counters.transfers_out[pattern_index(key.pattern)], 1);
+                if !settled && key.pattern == Pattern::Queues {
+                    if let Some(LinkKind::Consume { unsettled, .. }) = self.links.get_mut(&link).map(|c| &mut c.kind) {
+                        unsettled.insert(delivery_id, token);
+                    }
+                }
+            }
+            Err(UsageError::SessionWindow) => self.held.push_back(Held { link, token, payload, settled }),
+            Err(_) => {
+                if key.pattern == Pattern::Queues && !settled {
+                    let sub = self.sub(self.links.get(&link).map_or(0, |c| c.serial));
+                    self.shard.route(ShardMsg::Settle { key, sub, token, outcome: Outcome::Undelivered });
+                }
+            }
+        }
+    }
+
+    fn retry_held(&mut self) {
+        while let Some(h) = self.held.pop_front() {
+            let Some(ctx) = self.links.get(&h.link) else { continue };
+            let key = match &ctx.kind {
+                LinkKind::Consume { key, .. } => key.clone(),
+                _ => continue,
+            };
+            if self.engine.session_window(ctx.channel) == 0 {
+                self.held.push_front(h);
+                return;
+            }
+            self.send_consumed(h.link, key, h.token, h.payload, h.settled);
+        }
+        let rings: Vec<LinkId> = self
+            .links
+            .iter()
+            .filter(|(_, c)| matches!(c.kind, LinkKind::Consume { ring: Some(_), .. }))
+            .map(|(l, _)| *l)
+            .collect();
+        for l in rings {
+            self.pump_ring(l);
+        }
+    }
+
+    fn on_disposition(&mut self, link: LinkId, delivery_id: u32, settled: bool, state: Option<DeliveryState>) {
+        let terminal = settled || state.as_ref().is_some_and(DeliveryState::is_outcome);
+        if !terminal {
+            return;
+        }
+        let label = match &state {
+            Some(DeliveryState::Accepted) | None => 0,
+            Some(DeliveryState::Released) => 1,
+            Some(DeliveryState::Modified(_)) => 2,
+            Some(DeliveryState::Rejected(_)) => 3,
+            _ => 1,
+        };
+        add(&self.shard.counters.dispositions[label], 1);
+        let outcome = match &state {
+            Some(DeliveryState::Accepted) | None => Outcome::Accepted,
+            Some(DeliveryState::Rejected(_)) => Outcome::Rejected,
+            _ => Outcome::Requeue,
+        };
+        if !settled {
+            // The receiver chose an outcome without settling: we settle it.
+            self.engine.disposition(link, delivery_id, true, state.clone());
+        }
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let serial = ctx.serial;
+        match &mut ctx.kind {
+            LinkKind::Consume { key, unsettled, .. } => {
+                if let Some(token) = unsettled.remove(&delivery_id) {
+                    let key = key.clone();
+                    let sub = self.sub(serial);
+                    self.shard.route(ShardMsg::Settle { key, sub, token, outcome });
+                }
+            }
+            LinkKind::NodeConsume { node } => {
+                let node = node.clone();
+                if let Some(n) = self.nodes.get_mut(&node) {
+                    if let Some(p) = n.unsettled.remove(&delivery_id) {
+                        if outcome == Outcome::Requeue {
+                            n.queue.push_back(p);
+                        }
+                    }
+                }
+                self.pump_node(&node);
+            }
+            LinkKind::Produce { .. } => {}
+        }
+    }
+
+    fn on_detached(&mut self, link: LinkId) {
+        let Some(ctx) = self.links.remove(&link) else { return };
+        self.serials.remove(&ctx.serial);
+        self.held.retain(|h| h.link != link);
+        let sub = self.sub(ctx.serial);
+        match ctx.kind {
+            LinkKind::Consume { key, subscribed, ring, stalled, .. } => {
+                if subscribed {
+                    gauge(&self.shard.counters.links_sender, -1);
+                }
+                let _ = ring;
+                self.shard.route(ShardMsg::Unsubscribe { key, sub, stalled });
+            }
+            LinkKind::NodeConsume { node } => {
+                gauge(&self.shard.counters.links_sender, -1);
+                // A dynamic node lives as long as its link.
+                self.nodes.remove(&node);
+            }
+            LinkKind::Produce { target, .. } => {
+                gauge(&self.shard.counters.links_receiver, -1);
+                if let ProduceTarget::Node(n) = target {
+                    if self.nodes.get(&n).is_some_and(|s| s.link.is_none()) {
+                        self.nodes.remove(&n);
+                    }
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ produce
+
+    fn on_delivery(&mut self, d: sluice_proto::engine::Delivery) {
+        let link = d.link;
+        let Some(ctx) = self.links.get(&link) else { return };
+        let LinkKind::Produce { target, window } = &ctx.kind else { return };
+        let (target, window) = (target.clone(), *window);
+        let ack = (!d.settled).then(|| PublishAck { link: self.sub(ctx.serial), delivery_id: d.delivery_id });
+        let raw = match message::check(&d.payload) {
+            Ok(r) => r,
+            Err((cond, why)) => {
+                self.refuse_message(link, ack, (cond, why.clone()));
+                if cond == condition::NOT_IMPLEMENTED {
+                    add(&self.shard.counters.errors[2], 1);
+                    self.engine.detach(link, Some(Error::new(cond, why)));
+                    self.on_detached(link);
+                }
+                self.top_up(link, window);
+                return;
+            }
+        };
+        let msg = Msg { payload: d.payload, received_ms: now_ms() };
+        let result = match target {
+            ProduceTarget::Channel(key) => self.publish(key, raw, msg, ack),
+            ProduceTarget::Responses(id) => self.rpc_response(&id, msg, ack),
+            ProduceTarget::Node(n) => self.to_node(&n, msg, ack),
+            ProduceTarget::Anonymous => {
+                let to = message::properties(&raw).to;
+                match to {
+                    None => Err((condition::PRECONDITION_FAILED, "message has no 'to' address".to_owned())),
+                    Some(to) => match address::resolve(&to, None, self.settings().default_pattern) {
+                        Ok(Node::Channel(key)) => self.publish(key, raw, msg, ack),
+                        Ok(Node::Responses(id)) => self.rpc_response(&id, msg, ack),
+                        Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => self.to_node(&n, msg, ack),
+                        Ok(Node::Dynamic(_)) => {
+                            Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".to_owned()))
+                        }
+                        Err(why) => Err((condition::PRECONDITION_FAILED, format!("invalid 'to' address: {why}"))),
+                    },
+                }
+            }
+        };
+        if let Err(refusal) = result {
+            self.refuse_message(link, ack, refusal);
+        }
+        self.top_up(link, window);
+    }
+
+    /// Produce links get their full window back when credit falls below half
+    /// (unless the ring towards a busy shard is backed up).
+    fn top_up(&mut self, link: LinkId, window: u32) {
+        if self.engine.link_credit(link) < window / 2 {
+            let _ = self.engine.grant_credit(link, window, false);
+        }
+    }
+
+    fn refuse_message(&mut self, link: LinkId, ack: Option<PublishAck>, (cond, why): Refusal) {
+        match ack {
+            Some(a) => {
+                let state = DeliveryState::Rejected(sluice_proto::types::Rejected { error: Some(Error::new(cond, why)) });
+                self.engine.disposition(link, a.delivery_id, true, Some(state));
+            }
+            None => add(&self.shard.counters.transfers_in_dropped, 1),
+        }
+    }
+
+    fn accept(&mut self, ack: Option<PublishAck>) {
+        if let Some(a) = ack {
+            if let Some(&link) = self.serials.get(&a.link.link) {
+                self.engine.disposition(link, a.delivery_id, true, Some(DeliveryState::Accepted));
+            }
+        }
+    }
+
+    fn publish(
+        &mut self,
+        key: ChannelKey,
+        raw: sluice_proto::types::RawMessage,
+        msg: Msg,
+        ack: Option<PublishAck>,
+    ) -> Result<(), Refusal> {
+        add(&self.shard.counters.transfers_in[pattern_index(key.pattern)], 1);
+        match key.pattern {
+            Pattern::Commands | Pattern::Queries => self.rpc_request(key, raw, ack),
+            Pattern::Events => {
+                // Fan-out is at-most-once: accepted as soon as it is routed.
+                self.shard.route(ShardMsg::Publish { key, msg, ack: None });
+                self.accept(ack);
+                Ok(())
+            }
+            Pattern::Queues | Pattern::EventsStore => {
+                // accepted only once the home has stored it.
+                self.shard.route(ShardMsg::Publish { key, msg, ack });
+                Ok(())
+            }
+        }
+    }
+
+    fn to_node(&mut self, node: &str, msg: Msg, ack: Option<PublishAck>) -> Result<(), Refusal> {
+        let Some(n) = self.nodes.get_mut(node) else {
+            return Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".into()));
+        };
+        if n.queue.len() >= NODE_QUEUE_MAX {
+            return Err((condition::RESOURCE_LIMIT_EXCEEDED, "dynamic node is full".into()));
+        }
+        n.queue.push_back(msg.payload);
+        self.pump_node(node);
+        self.accept(ack);
+        Ok(())
+    }
+
+    fn pump_node(&mut self, node: &str) {
+        let Some(n) = self.nodes.get_mut(node) else { return };
+        let Some(link) = n.link else { return };
+        while self.engine.link_credit(link) > 0 {
+            let Some(p) = n.queue.pop_front() else { break };
+            let tag = DeliveryTag::from_u64(self.next_request);
+            self.next_request += 1;
+            match self.engine.send(link, tag, p.clone(), false) {
+                Ok(id) => {
+                    n.unsettled.insert(id, p);
+                }
+                Err(_) => {
+                    n.queue.push_front(p);
+                    break;
+                }
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ RPC
+
+    fn rpc_request(&mut self, key: ChannelKey, raw: sluice_proto::types::RawMessage, ack: Option<PublishAck>) -> Result<(), Refusal> {
+        let props = message::properties(&raw);
+        let Some(reply_to) = props.reply_to.clone() else {
+            return Err((condition::NOT_ALLOWED, "request missing reply-to".into()));
+        };
+        let node = reply_to.strip_prefix('/').unwrap_or(&reply_to).to_owned();
+        if !self.nodes.contains_key(&node) {
+            return Err((condition::NOT_ALLOWED, "reply-to is not a node this connection owns".into()));
+        }
+        if self.pending.len() >= self.settings().rpc_max_pending as usize {
+            return Err((condition::RESOURCE_LIMIT_EXCEEDED, "rpc pending limit reached".into()));
+        }
+        let default_ms = self.settings().default_rpc_timeout_seconds as u64 * 1000;
+        let timeout = match message::header(&raw).ttl {
+            Some(ttl) => (ttl as u64).clamp(1000, default_ms * 10),
+            None => default_ms,
+        };
+        let mut r = [0u8; 8];
+        fill_random(&mut r);
+        let request_id = format!("{}.{}.{}.{}", self.shard.id, self.id, self.next_request, hex(&r));
+        self.next_request += 1;
+        let correlation = props.correlation_id.clone().or(props.message_id.clone());
+        let rewritten = Properties {
+            reply_to: Some(format!("/responses/{request_id}")),
+            correlation_id: Some(Value::String(request_id.clone())),
+            ..props
+        };
+        let payload = message::rebuild(&raw, &rewritten, &[], true);
+        let deadline = now_ms() + timeout;
+        let idx = if key.pattern == Pattern::Commands { 0 } else { 1 };
+        add(&self.shard.counters.rpc_requests[idx], 1);
+        self.pending.insert(
+            request_id.clone(),
+            PendingRpc { node, correlation, pattern: key.pattern, deadline },
+        );
+        self.deadlines.push(Reverse((deadline, request_id)));
+        self.shard.route(ShardMsg::RpcRequest { key, msg: Msg { payload, received_ms: now_ms() }, deadline_ms: deadline });
+        self.accept(ack);
+        Ok(())
+    }
+
+    /// A responder's reply: routed to the connection that holds the request.
+    fn rpc_response(&mut self, request_id: &str, msg: Msg, ack: Option<PublishAck>) -> Result<(), Refusal> {
+        let mut parts = request_id.splitn(3, '.');
+        let shard = parts.next().and_then(|s| s.parse::<u16>().ok());
+        let conn = parts.next().and_then(|s| s.parse::<u64>().ok());
+        match (shard, conn) {
+            (Some(shard), Some(conn)) if (shard as usize) < self.shard.shards => {
+                self.shard.route(ShardMsg::RpcResponse { shard, conn, request_id: request_id.to_owned(), msg });
+            }
+            _ => add(&self.shard.counters.rpc_late_responses, 1),
+        }
+        self.accept(ack);
+        Ok(())
+    }
+
+    fn on_rpc_response(&mut self, request_id: &str, msg: Msg) {
+        let Some(p) = self.pending.remove(request_id) else {
+            add(&self.shard.counters.rpc_late_responses, 1);
+            return;
+        };
+        let Ok(raw) = sluice_proto::types::RawMessage::parse(&msg.payload) else { return };
+        let executed_flag = message::app_property(&raw, "x-opt-kubemq-executed");
+        let error = message::app_property(&raw, "x-opt-kubemq-error")
+            .and_then(|v| v.as_str().map(str::to_owned))
+            .filter(|e| !e.is_empty());
+        let executed = !matches!(executed_flag, Some(Value::Bool(false))) && error.is_none();
+        let props = message::properties(&raw);
+        let reply_props = Properties {
+            correlation_id: p.correlation.clone(),
+            to: Some(p.node.clone()),
+            reply_to: None,
+            ..props
+        };
+        let payload = match p.pattern {
+            Pattern::Commands => {
+                let mut extra = vec![("x-opt-kubemq-executed", Value::Bool(executed))];
+                if let Some(e) = &error {
+                    extra.push(("x-opt-kubemq-error", Value::String(e.clone())));
+                }
+                message::rebuild(&raw, &reply_props, &extra, true)
+            }
+            _ => {
+                if !executed {
+                    // Queries answer only on success.
+                    return;
+                }
+                message::rebuild(&raw, &reply_props, &[], true)
+            }
+        };
+        let _ = self.to_node(&p.node, Msg { payload, received_ms: now_ms() }, None);
+    }
+
+    fn expire_rpc(&mut self) {
+        let now = now_ms();
+        while let Some(Reverse((t, _))) = self.deadlines.peek() {
+            if *t > now {
+                break;
+            }
+            let Some(Reverse((_, id))) = self.deadlines.pop() else { break };
+            let Some(p) = self.pending.remove(&id) else { continue };
+            if p.pattern == Pattern::Commands {
+                // Commands always answer: executed=false on timeout.
+                let props = Properties { correlation_id: p.correlation.clone(), to: Some(p.node.clone()), ..Default::default() };
+                let empty = sluice_proto::types::RawMessage::default();
+                let payload = message::rebuild(
+                    &empty,
+                    &props,
+                    &[
+                        ("x-opt-kubemq-executed", Value::Bool(false)),
+                        ("x-opt-kubemq-error", Value::String("timeout".into())),
+                    ],
+                    false,
+                );
+                let _ = self.to_node(&p.node, Msg { payload, received_ms: now }, None);
+            }
+        }
+    }
+
+    // ------------------------------------------------------------ messages from homes
+
+    fn on_message(&mut self, m: ShardMsg) {
+        match m {
+            ShardMsg::PublishDone { ack, result } => {
+                let Some(&link) = self.serials.get(&ack.link.link) else { return };
+                let state = match result {
+                    Ok(()) => DeliveryState::Accepted,
+                    Err((cond, why)) => {
+                        DeliveryState::Rejected(sluice_proto::types::Rejected { error: Some(Error::new(cond, why)) })
+                    }
+                };
+                self.engine.disposition(link, ack.delivery_id, true, Some(state));
+            }
+            ShardMsg::SubscribeDone { sub, result } => self.on_subscribed(sub.link, result),
+            ShardMsg::Deliver { sub, token, msg, receive_count, settled } => {
+                self.on_deliver(sub.link, token, msg, receive_count, settled)
+            }
+            ShardMsg::DrainDone { sub } => {
+                if let Some(&link) = self.serials.get(&sub.link) {
+                    if self.held.iter().any(|h| h.link == link) {
+                        // Deliveries still wait for the session window; they go first.
+                        self.retry_held();
+                    }
+                    let _ = self.engine.drain_complete(link);
+                }
+            }
+            ShardMsg::RingReady { sub } => {
+                if let Some(&link) = self.serials.get(&sub.link) {
+                    self.pump_ring(link);
+                }
+            }
+            ShardMsg::RingFull { sub } => {
+                let Some(&link) = self.serials.get(&sub.link) else { return };
+                self.pump_ring(link);
+                if self.engine.link_credit(link) == 0 {
+                    self.stall(link);
+                }
+            }
+            ShardMsg::RpcResponse { request_id, msg, .. } => self.on_rpc_response(&request_id, msg),
+            ShardMsg::Shutdown { .. } => {
+                self.shutting_down = true;
+                self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
+            }
+            _ => {}
+        }
+    }
+
+    /// The events-store window filled while the consumer gave no credit: the link
+    /// is detached, the window is lost and counted.
+    fn stall(&mut self, link: LinkId) {
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let LinkKind::Consume { ring: Some(ring), stalled, .. } = &mut ctx.kind else { return };
+        *stalled = true;
+        let lost = ring.ring.len() as u64 + 1;
+        while ring.ring.pop().is_some() {}
+        add(&self.shard.counters.events_store_dropped_stalled, lost);
+        add(&self.shard.counters.errors[2], 1);
+        self.engine.detach(link, Some(Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "credit stalled")));
+        // The engine reports our own error detach as an event; on_detached cleans up.
+        self.handle_events();
+    }
+
+    // ------------------------------------------------------------ registry and teardown
+
+    fn refresh_registry(&mut self) {
+        let mut reg = self.shard.registry.borrow_mut();
+        if self.info.container_id.is_empty() && !self.engine.is_open() {
+            return;
+        }
+        self.info.sessions = self.sessions.len() as i64;
+        self.info.links = self.links.len() as i64;
+        reg.connections.insert(self.id, self.info.clone());
+        reg.links.retain(|(c, _), _| *c != self.id);
+        for (link, ctx) in &self.links {
+            let unsettled = match &ctx.kind {
+                LinkKind::Consume { unsettled, .. } => unsettled.len() as i64,
+                LinkKind::NodeConsume { node } => self.nodes.get(node).map_or(0, |n| n.unsettled.len() as i64),
+                LinkKind::Produce { .. } => 0,
+            };
+            reg.links.insert(
+                (self.id, ctx.serial),
+                LinkInfo {
+                    client_id: self.info.client_id.clone(),
+                    name: ctx.name.clone(),
+                    role: if ctx.role == Role::Sender { "sender" } else { "receiver" }.into(),
+                    address: ctx.address.clone(),
+                    pattern: ctx.pattern.clone(),
+                    channel: ctx.chan.clone(),
+                    credit: self.engine.link_credit(*link) as i64,
+                    unsettled,
+                    durable: ctx.durable,
+                    dynamic: ctx.dynamic,
+                },
+            );
+        }
+    }
+
+    fn teardown(&mut self) {
+        let links: Vec<LinkId> = self.links.keys().copied().collect();
+        for l in links {
+            self.on_detached(l);
+        }
+        let c = &self.shard.counters;
+        gauge(&c.sessions, -(self.sessions.len() as i64));
+        gauge(&c.connections, -1);
+        self.shard.conns.borrow_mut().remove(&self.id);
+        let mut reg = self.shard.registry.borrow_mut();
+        reg.connections.remove(&self.id);
+        reg.links.retain(|(c, _), _| *c != self.id);
+    }
+}
+
+// ---------------------------------------------------------------- helpers
+
+fn t_caps(t: &Option<Target>) -> Option<&sluice_proto::codec::Symbols> {
+    t.as_ref().and_then(|t| t.capabilities.as_ref())
+}
+
+/// The JMS capability hint of a terminus: `queue` or `topic`.
+fn jms_hint(caps: Option<&sluice_proto::codec::Symbols>) -> Option<&'static str> {
+    let caps = caps?;
+    if caps.contains("queue") {
+        Some("queue")
+    } else if caps.contains("topic") {
+        Some("topic")
+    } else {
+        None
+    }
+}
+
+fn has_selector(f: &Fields) -> bool {
+    selector_text(f).is_some()
+}
+
+/// The selector string of a source filter: the value under one of the selector
+/// keys, described or plain.
+fn selector_text(f: &Fields) -> Option<String> {
+    for (k, v) in &f.0 {
+        let by_key = SELECTOR_KEYS.contains(&k.as_str());
+        let inner = match v {
+            Value::Described(d) => {
+                let by_desc = matches!(&d.descriptor, sluice_proto::codec::Descriptor::Code(0x0000_468C_0000_0004))
+                    || matches!(&d.descriptor, sluice_proto::codec::Descriptor::Symbol(s) if s.as_str() == "apache.org:selector-filter:string");
+                if !(by_key || by_desc) {
+                    continue;
+                }
+                &d.value
+            }
+            other if by_key => other,
+            _ => continue,
+        };
+        if let Some(s) = inner.as_str() {
+            return Some(s.to_owned());
+        }
+    }
+    None
+}
+
+/// Parse `x-opt-kubemq-start`.
+fn parse_start(v: &Value) -> Result<StartPos, String> {
+    let s = v.as_str().ok_or_else(|| "x-opt-kubemq-start must be a string".to_owned())?;
+    let bad = || format!("invalid x-opt-kubemq-start: {}", truncate(s, 64));
+    Ok(match s {
+        "" | "new-only" => StartPos::NewOnly,
+        "first" => StartPos::First,
+        "last" => StartPos::Last,
+        _ => {
+            if let Some(n) = s.strip_prefix("sequence:") {
+                StartPos::Sequence(n.parse::<u64>().map_err(|_| bad())?)
+            } else if let Some(t) = s.strip_prefix("time:") {
+                let ms = match time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339) {
+                    Ok(dt) => (dt.unix_timestamp_nanos() / 1_000_000).max(0) as u64,
+                    Err(_) => t.parse::<u64>().map_err(|_| bad())?.saturating_mul(1000),
+                };
+                StartPos::Time(ms)
+            } else if let Some(d) = s.strip_prefix("time-delta:") {
+                let secs = d.parse::<u64>().map_err(|_| bad())?;
+                StartPos::Time(now_ms().saturating_sub(secs.saturating_mul(1000)))
+            } else {
+                return Err(bad());
+            }
+        }
+    })
+}
+
+fn truncate(s: &str, n: usize) -> &str {
+    match s.char_indices().nth(n) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Characters outside `[A-Za-z0-9_-]` become `_`; at most `max` characters.
+fn sanitize(s: &str, max: usize) -> String {
+    s.chars().take(max).map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
+}
+
+/// Durable subscription identity: container-id and link name, sanitized, plus a
+/// hash of the raw pair so that distinct raw names never collide.
+pub(crate) fn durable_identity(container_id: &str, link_name: &str) -> String {
+    let h = address::fnv1a(0x811c_9dc5, format!("{container_id}|{link_name}").as_bytes());
+    format!("{}_{}_{h:08x}", sanitize(container_id, 40), sanitize(link_name, 40))
+}
+
+fn hex(b: &[u8]) -> String {
+    b.iter().map(|x| format!("{x:02x}")).collect()
+}
+
+/// Unpredictable bytes for node names and request ids.
+fn fill_random(buf: &mut [u8]) {
+    use std::io::Read;
+    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
+        if f.read_exact(buf).is_ok() {
+            return;
+        }
+    }
+    let mut x = now_ms() ^ 0x9e37_79b9_7f4a_7c15;
+    for b in buf {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        *b = x as u8;
+    }
+}
+
+#[allow(dead_code)]
+fn _unused(_: Symbol) {}

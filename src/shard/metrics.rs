@@ -1,0 +1,185 @@
+//! Per-shard probes: plain `Cell` counters on the hot path, copied into a
+//! [`ShardSnapshot`] when the admin thread asks (at scrape time).
+
+use super::Shard;
+use crate::broker::home::ChannelStats;
+use crate::config::Pattern;
+use std::cell::Cell;
+use std::collections::BTreeMap;
+
+/// Pattern labels in metric order.
+pub const PATTERNS: [Pattern; 5] =
+    [Pattern::Queues, Pattern::Events, Pattern::EventsStore, Pattern::Commands, Pattern::Queries];
+/// Disposition outcome labels.
+pub const OUTCOMES: [&str; 4] = ["accepted", "released", "modified", "rejected"];
+/// Error scope labels.
+pub const SCOPES: [&str; 3] = ["conn", "session", "link"];
+
+/// Index of a pattern in [`PATTERNS`].
+pub fn pattern_index(p: Pattern) -> usize {
+    PATTERNS.iter().position(|x| *x == p).unwrap_or(0)
+}
+
+/// Counters of one shard.
+#[derive(Debug, Default)]
+pub struct ShardCounters {
+    /// Open connections.
+    pub connections: Cell<i64>,
+    /// Open sessions.
+    pub sessions: Cell<i64>,
+    /// Attached links, server role sender.
+    pub links_sender: Cell<i64>,
+    /// Attached links, server role receiver.
+    pub links_receiver: Cell<i64>,
+    /// transfers_total{direction="in"} by pattern.
+    pub transfers_in: [Cell<u64>; 5],
+    /// transfers_total{direction="out"} by pattern.
+    pub transfers_out: [Cell<u64>; 5],
+    /// dispositions_total by outcome.
+    pub dispositions: [Cell<u64>; 4],
+    /// rpc_requests_total{commands, queries}.
+    pub rpc_requests: [Cell<u64>; 2],
+    /// errors_total by scope.
+    pub errors: [Cell<u64>; 3],
+    /// transfers_in_dropped_total.
+    pub transfers_in_dropped: Cell<u64>,
+    /// events_store_dropped_stalled_total.
+    pub events_store_dropped_stalled: Cell<u64>,
+    /// rpc_late_responses_total.
+    pub rpc_late_responses: Cell<u64>,
+}
+
+/// Add `n` to a counter cell.
+#[inline]
+pub fn add(c: &Cell<u64>, n: u64) {
+    c.set(c.get().wrapping_add(n));
+}
+
+/// Add `n` (possibly negative) to a gauge cell.
+#[inline]
+pub fn gauge(c: &Cell<i64>, n: i64) {
+    c.set(c.get() + n);
+}
+
+/// Connection details for `GET /api/amqp10/connections`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ConnectionInfo {
+    /// Client identity.
+    pub client_id: String,
+    /// container-id.
+    pub container_id: String,
+    /// OPEN properties `product`.
+    pub product: String,
+    /// OPEN properties `version`.
+    pub version: String,
+    /// Live sessions.
+    pub sessions: i64,
+    /// Live links.
+    pub links: i64,
+    /// RFC 3339.
+    pub connected_at: String,
+    /// Peer IP.
+    pub source_ip: String,
+    /// plain, anonymous, external or none.
+    pub sasl: String,
+    /// TLS-terminated.
+    pub tls: bool,
+}
+
+/// Link details for `GET /api/amqp10/links`.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct LinkInfo {
+    /// Owning connection's client id.
+    pub client_id: String,
+    /// Link name.
+    pub name: String,
+    /// sender or receiver (server perspective).
+    pub role: String,
+    /// Resolved address.
+    pub address: String,
+    /// Pattern.
+    pub pattern: String,
+    /// Channel.
+    pub channel: String,
+    /// Current credit (server view).
+    pub credit: i64,
+    /// Unsettled deliveries.
+    pub unsettled: i64,
+    /// Durable subscription link.
+    pub durable: bool,
+    /// Dynamic-node link.
+    pub dynamic: bool,
+}
+
+/// What the drivers of a shard publish about their connections and links.
+#[derive(Debug, Default)]
+pub struct Registry {
+    /// Per connection id.
+    pub connections: BTreeMap<u64, ConnectionInfo>,
+    /// Per (connection id, link serial).
+    pub links: BTreeMap<(u64, u64), LinkInfo>,
+}
+
+/// A copy of one shard's numbers.
+#[derive(Debug, Clone, Default)]
+pub struct ShardSnapshot {
+    /// Gauges: connections, sessions, links sender, links receiver.
+    pub gauges: [i64; 4],
+    /// transfers in by pattern.
+    pub transfers_in: [u64; 5],
+    /// transfers out by pattern.
+    pub transfers_out: [u64; 5],
+    /// dispositions by outcome.
+    pub dispositions: [u64; 4],
+    /// rpc requests.
+    pub rpc_requests: [u64; 2],
+    /// errors by scope.
+    pub errors: [u64; 3],
+    /// transfers_in_dropped.
+    pub transfers_in_dropped: u64,
+    /// events_dropped_no_credit.
+    pub events_dropped_no_credit: u64,
+    /// events_store_dropped_stalled.
+    pub events_store_dropped_stalled: u64,
+    /// rpc_late_responses.
+    pub rpc_late_responses: u64,
+    /// Connections.
+    pub connections: Vec<ConnectionInfo>,
+    /// Links.
+    pub links: Vec<LinkInfo>,
+    /// Channels homed on the shard.
+    pub channels: Vec<ChannelStats>,
+}
+
+/// A request from the admin thread, answered on the shard's control tick.
+#[derive(Debug)]
+pub struct AdminRequest {
+    /// Where to send the snapshot.
+    pub reply: std::sync::mpsc::SyncSender<ShardSnapshot>,
+}
+
+fn copy<const N: usize>(c: &[Cell<u64>; N]) -> [u64; N] {
+    std::array::from_fn(|i| c[i].get())
+}
+
+/// Copy a shard's numbers.
+pub fn snapshot(shard: &Shard) -> ShardSnapshot {
+    let c = &shard.counters;
+    let home = shard.home.borrow();
+    let reg = shard.registry.borrow();
+    ShardSnapshot {
+        gauges: [c.connections.get(), c.sessions.get(), c.links_sender.get(), c.links_receiver.get()],
+        transfers_in: copy(&c.transfers_in),
+        transfers_out: copy(&c.transfers_out),
+        dispositions: copy(&c.dispositions),
+        rpc_requests: copy(&c.rpc_requests),
+        errors: copy(&c.errors),
+        transfers_in_dropped: c.transfers_in_dropped.get() + home.stats.transfers_in_dropped,
+        events_dropped_no_credit: home.stats.events_dropped_no_credit,
+        events_store_dropped_stalled: c.events_store_dropped_stalled.get(),
+        rpc_late_responses: c.rpc_late_responses.get(),
+        connections: reg.connections.values().cloned().collect(),
+        links: reg.links.values().cloned().collect(),
+        channels: home.channel_stats(),
+    }
+}

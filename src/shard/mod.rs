@@ -1,0 +1,291 @@
+//! Shards: one glommio executor per core, each with its own listener, its own
+//! connections and the channels homed on it. Shards talk only through the router:
+//! a bounded lock-free ring per pair of shards (glommio's channel mesh), fed from a
+//! local outbox so that no task ever blocks on another shard.
+
+pub mod metrics;
+
+use crate::broker::home::Home;
+use crate::broker::{now_ms, ShardMsg};
+use crate::config::Settings;
+use glommio::channels::channel_mesh::{MeshBuilder, Senders};
+use metrics::{AdminRequest, ShardCounters};
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Waker;
+use std::time::Duration;
+
+/// Capacity of each shard-to-shard ring.
+pub const RING_CAPACITY: usize = 4096;
+/// A producer's credit top-up waits while the outbox to a shard holds more than this.
+pub const OUTBOX_HIGH_WATER: usize = 64 * 1024;
+
+/// State shared by all shards of the process (read-mostly, or atomics off the data path).
+#[derive(Debug)]
+pub struct Global {
+    /// Settings.
+    pub settings: Settings,
+    /// Live connections across all shards (for MaxConnections).
+    pub connections: AtomicUsize,
+    /// Set on SIGTERM.
+    pub shutting_down: AtomicBool,
+    /// Admin requests, one queue per shard.
+    pub admin: Vec<Arc<crossbeam_queue::ArrayQueue<AdminRequest>>>,
+    /// Shards that finished start-up (listener bound).
+    pub ready: AtomicUsize,
+}
+
+/// Messages for one connection, and how to wake its driver.
+#[derive(Default)]
+pub struct Inbox {
+    queue: RefCell<VecDeque<ShardMsg>>,
+    waker: Cell<Option<Waker>>,
+}
+
+impl Inbox {
+    /// Queue a message and wake the driver.
+    pub fn push(&self, m: ShardMsg) {
+        self.queue.borrow_mut().push_back(m);
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    /// Take every queued message.
+    pub fn drain(&self, into: &mut Vec<ShardMsg>) {
+        into.extend(self.queue.borrow_mut().drain(..));
+    }
+
+    /// True when messages are waiting.
+    pub fn is_empty(&self) -> bool {
+        self.queue.borrow().is_empty()
+    }
+
+    /// Register the driver's waker.
+    pub fn register(&self, w: &Waker) {
+        self.waker.set(Some(w.clone()));
+    }
+}
+
+/// One shard's context, shared by its tasks (`Rc`: never leaves the thread).
+pub struct Shard {
+    /// Shard index.
+    pub id: u16,
+    /// Number of shards.
+    pub shards: usize,
+    /// Process-wide state.
+    pub global: Arc<Global>,
+    /// Channels homed here.
+    pub home: RefCell<Home>,
+    /// Connections of this shard.
+    pub conns: RefCell<HashMap<u64, Rc<Inbox>>>,
+    next_conn: Cell<u64>,
+    outboxes: Vec<RefCell<VecDeque<ShardMsg>>>,
+    outbox_wakers: Vec<Cell<Option<Waker>>>,
+    local: RefCell<VecDeque<ShardMsg>>,
+    pumping: Cell<bool>,
+    /// Counters for metrics (plain cells, aggregated at scrape time).
+    pub counters: ShardCounters,
+    /// Connection and link details for the admin API, refreshed by each driver.
+    pub registry: RefCell<metrics::Registry>,
+}
+
+impl Shard {
+    /// A new connection id.
+    pub fn next_conn_id(&self) -> u64 {
+        let id = self.next_conn.get();
+        self.next_conn.set(id + 1);
+        id
+    }
+
+    /// Send a message to wherever it must be handled.
+    pub fn route(&self, m: ShardMsg) {
+        let dest = m.destination(self.shards);
+        if dest == self.id as usize || dest == usize::MAX {
+            self.local.borrow_mut().push_back(m);
+            self.pump_local();
+        } else if let Some(q) = self.outboxes.get(dest) {
+            q.borrow_mut().push_back(m);
+            if let Some(w) = self.outbox_wakers[dest].take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// True when the outbox towards `shard` is backed up (producers should wait).
+    pub fn backlogged(&self, shard: usize) -> bool {
+        self.outboxes.get(shard).is_some_and(|q| q.borrow().len() > OUTBOX_HIGH_WATER)
+    }
+
+    /// Handle local messages until none is left. Re-entrant calls only queue.
+    fn pump_local(&self) {
+        if self.pumping.replace(true) {
+            return;
+        }
+        let mut out = Vec::new();
+        loop {
+            let next = self.local.borrow_mut().pop_front();
+            let Some(m) = next else { break };
+            match m.connection() {
+                Some(conn) => {
+                    let inbox = self.conns.borrow().get(&conn).cloned();
+                    match inbox {
+                        Some(inbox) => inbox.push(m),
+                        None => self.orphan(m),
+                    }
+                }
+                None => {
+                    self.home.borrow_mut().handle(m, now_ms(), &mut out);
+                    for o in out.drain(..) {
+                        let dest = o.destination(self.shards);
+                        if dest == self.id as usize {
+                            self.local.borrow_mut().push_back(o);
+                        } else {
+                            self.route(o);
+                        }
+                    }
+                }
+            }
+        }
+        self.pumping.set(false);
+    }
+
+    /// A message for a connection that is gone: give back what must not be lost.
+    fn orphan(&self, m: ShardMsg) {
+        match m {
+            ShardMsg::Deliver { sub: _, token, msg: _, settled: false, .. } if token != 0 => {
+                // The link's Unsubscribe (sent when the connection ended) returns
+                // every unsettled delivery; nothing to do here.
+            }
+            ShardMsg::RpcResponse { .. } => self.counters.rpc_late_responses.set(self.counters.rpc_late_responses.get() + 1),
+            _ => {}
+        }
+    }
+}
+
+/// Start every shard and block until they all exit. Returns when shut down.
+pub fn run(global: Arc<Global>) -> std::io::Result<()> {
+    let shards = global.settings.shards;
+    let mesh: MeshBuilder<ShardMsg, _> = MeshBuilder::full(shards, RING_CAPACITY);
+    let mut handles = Vec::new();
+    for i in 0..shards {
+        let mesh = mesh.clone();
+        let global = global.clone();
+        let placement = if shards <= std::thread::available_parallelism().map_or(1, |n| n.get()) {
+            glommio::Placement::Fixed(i)
+        } else {
+            glommio::Placement::Unbound
+        };
+        let h = glommio::LocalExecutorBuilder::new(placement)
+            .name(&format!("sluice-shard-{i}"))
+            .spawn(move || async move { shard_main(mesh, global).await })
+            .map_err(|e| std::io::Error::other(e.to_string()))?;
+        handles.push(h);
+    }
+    for h in handles {
+        match h.join() {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(e) => return Err(std::io::Error::other(e.to_string())),
+        }
+    }
+    Ok(())
+}
+
+async fn shard_main(mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>, global: Arc<Global>) -> std::io::Result<()> {
+    let shards = global.settings.shards;
+    let (senders, mut receivers) = mesh.join().await.map_err(|_| std::io::Error::other("shard mesh join failed"))?;
+    let id = senders.peer_id() as u16;
+    let shard = Rc::new(Shard {
+        id,
+        shards,
+        global: global.clone(),
+        home: RefCell::new(Home::default()),
+        conns: RefCell::new(HashMap::new()),
+        next_conn: Cell::new(1),
+        outboxes: (0..shards).map(|_| RefCell::new(VecDeque::new())).collect(),
+        outbox_wakers: (0..shards).map(|_| Cell::new(None)).collect(),
+        local: RefCell::new(VecDeque::new()),
+        pumping: Cell::new(false),
+        counters: ShardCounters::default(),
+        registry: RefCell::new(metrics::Registry::default()),
+    });
+    let senders = Rc::new(senders);
+    let mut tasks = Vec::new();
+    for peer in 0..shards {
+        if peer == id as usize {
+            continue;
+        }
+        tasks.push(glommio::spawn_local(outbox_pump(shard.clone(), senders.clone(), peer)).detach());
+    }
+    for (_peer, rx) in receivers.streams() {
+        let shard = shard.clone();
+        tasks.push(
+            glommio::spawn_local(async move {
+                while let Some(m) = rx.recv().await {
+                    shard.local.borrow_mut().push_back(m);
+                    shard.pump_local();
+                }
+            })
+            .detach(),
+        );
+    }
+    let listener = crate::net::bind(&global.settings)?;
+    global.ready.fetch_add(1, Ordering::SeqCst);
+    let accept = glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener)).detach();
+    // Control tick: admin requests and shutdown.
+    loop {
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+        while let Some(req) = global.admin[id as usize].pop() {
+            let snap = metrics::snapshot(&shard);
+            let _ = req.reply.send(snap);
+        }
+        if global.shutting_down.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    accept.cancel();
+    let conns: Vec<u64> = shard.conns.borrow().keys().copied().collect();
+    for conn in conns {
+        shard.route(ShardMsg::Shutdown { conn });
+    }
+    // Give connections time to send CLOSE and flush.
+    for _ in 0..100 {
+        if shard.conns.borrow().is_empty() {
+            break;
+        }
+        glommio::timer::sleep(Duration::from_millis(20)).await;
+        while let Some(req) = global.admin[id as usize].pop() {
+            let _ = req.reply.send(metrics::snapshot(&shard));
+        }
+    }
+    drop(tasks);
+    Ok(())
+}
+
+async fn outbox_pump(shard: Rc<Shard>, senders: Rc<Senders<ShardMsg>>, peer: usize) {
+    loop {
+        let next = shard.outboxes[peer].borrow_mut().pop_front();
+        match next {
+            Some(m) => {
+                if senders.send_to(peer, m).await.is_err() {
+                    return;
+                }
+            }
+            None => {
+                futures_lite::future::poll_fn(|cx| {
+                    if shard.outboxes[peer].borrow().is_empty() {
+                        shard.outbox_wakers[peer].set(Some(cx.waker().clone()));
+                        std::task::Poll::Pending
+                    } else {
+                        std::task::Poll::Ready(())
+                    }
+                })
+                .await
+            }
+        }
+    }
+}
