@@ -366,6 +366,9 @@ impl<'a> Decode<'a> for Symbols {
                 for _ in 0..h.count {
                     v.push(Symbol::decode_with(&mut h.body, h.element)?);
                 }
+                if !h.body.is_empty() {
+                    return Err(DecodeError::InvalidLength("array size does not match its elements"));
+                }
                 Ok(Symbols(v))
             }
             found => unexpected("symbol or array of symbols", found),
@@ -423,6 +426,9 @@ impl<'a> Decode<'a> for Fields {
             let k = Symbol::decode(&mut m)?;
             let val = Value::decode(&mut m)?;
             v.push((k, val));
+        }
+        if !m.is_empty() {
+            return Err(DecodeError::InvalidLength("map size does not match its elements"));
         }
         Ok(Fields(v))
     }

@@ -77,7 +77,7 @@ const SECTION_NAMES: &[(&str, u64)] = &[
     ("amqp:application-properties:map", section::APPLICATION_PROPERTIES),
     ("amqp:data:binary", section::DATA),
     ("amqp:amqp-sequence:list", section::AMQP_SEQUENCE),
-    ("amqp:value:*", section::AMQP_VALUE),
+    ("amqp:amqp-value:*", section::AMQP_VALUE),
     ("amqp:footer:map", section::FOOTER),
 ];
 
@@ -219,6 +219,9 @@ impl RawMessage {
             d.byte()?;
             d.descriptor_code(SECTION_NAMES)?;
             let c = d.byte()?;
+            if c != format::VBIN8 && c != format::VBIN32 {
+                return Err(DecodeError::UnexpectedType { expected: "binary data section", found: c });
+            }
             out.extend_from_slice(d.variable(c)?);
         }
         Ok(Some(out))
@@ -264,6 +267,9 @@ fn decode_annotation_like_map(raw: &[u8]) -> DecodeResult<Vec<(String, Value)>> 
         let k = String::decode(&mut m)?;
         let v = Value::decode(&mut m)?;
         out.push((k, v));
+    }
+    if !m.is_empty() {
+        return Err(DecodeError::InvalidLength("map size does not match its elements"));
     }
     Ok(out)
 }
