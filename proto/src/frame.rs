@@ -77,7 +77,7 @@ pub struct Deframer {
 impl Deframer {
     /// A deframer that accepts frames up to `max_frame_size` bytes.
     pub fn new(max_frame_size: u32) -> Self {
-        Deframer { buf: BytesMut::with_capacity(64 * 1024), max_frame_size }
+        Deframer { buf: BytesMut::new(), max_frame_size }
     }
 
     /// Change the largest frame accepted (after OPEN negotiation).

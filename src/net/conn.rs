@@ -12,7 +12,7 @@ use crate::shard::{Inbox, Shard};
 use bytes::Bytes;
 use futures_lite::{AsyncRead, AsyncWriteExt};
 use glommio::net::TcpStream;
-use sluice_proto::codec::{Fields, Symbol, Value};
+use sluice_proto::codec::{Fields, Value};
 use sluice_proto::engine::{Config, Connection, Event, LinkId, Scope, UsageError};
 use sluice_proto::types::{
     condition, Attach, AttachTarget, DeliveryState, DeliveryTag, Error, Properties, ReceiverSettleMode, Role,
@@ -27,8 +27,10 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-/// Read size per system call.
-const READ_CHUNK: usize = 64 * 1024;
+/// Read size per system call: starts small (idle connections stay small) and
+/// doubles up to the maximum while reads fill it.
+const READ_MIN: usize = 4 * 1024;
+const READ_MAX: usize = 256 * 1024;
 /// Replies waiting in a dynamic node for credit, at most.
 const NODE_QUEUE_MAX: usize = 4096;
 /// The selector filter keys.
@@ -51,7 +53,6 @@ enum LinkKind {
     },
     Consume {
         key: ChannelKey,
-        presettled: bool,
         /// delivery-id -> home token
         unsettled: HashMap<u32, u64>,
         ring: Option<Arc<StoreRing>>,
@@ -92,7 +93,6 @@ struct PendingRpc {
     node: String,
     correlation: Option<Value>,
     pattern: Pattern,
-    deadline: u64,
 }
 
 /// A delivery waiting for room in the peer's session window.
@@ -119,6 +119,10 @@ struct Driver {
     next_request: u64,
     held: VecDeque<Held>,
     reject: Option<Error>,
+    read_size: usize,
+    rng: u64,
+    /// Produce links whose credit top-up waits for a backed-up shard ring.
+    deferred_topups: Vec<LinkId>,
     info: ConnectionInfo,
     started: Instant,
     shutting_down: bool,
@@ -156,6 +160,9 @@ pub(super) async fn run(shard: Rc<Shard>, mut stream: TcpStream, over_limit: boo
         next_request: 1,
         held: VecDeque::new(),
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
+        read_size: READ_MIN,
+        rng: seed(),
+        deferred_topups: Vec::new(),
         info: ConnectionInfo {
             connected_at: rfc3339_now(),
             source_ip: peer,
@@ -200,9 +207,14 @@ impl Driver {
                 let sleep = deadline.map(|t| Duration::from_millis(t.saturating_sub(now)));
                 let mut timer = sleep.map(glommio::timer::Timer::new);
                 let inbox = self.inbox.clone();
+                let read_size = self.read_size;
                 let buf = self.engine.read_buffer();
+                if buf.is_empty() && buf.capacity() > 2 * READ_MAX {
+                    // Let go of a large buffer once it is drained.
+                    *buf = bytes::BytesMut::new();
+                }
                 let len = buf.len();
-                buf.resize(len + READ_CHUNK, 0);
+                buf.resize(len + read_size, 0);
                 let r = futures_lite::future::poll_fn(|cx| {
                     if !inbox.is_empty() {
                         return Poll::Ready(Ok(Wake::Inbox));
@@ -234,7 +246,12 @@ impl Driver {
                     self.handle_events();
                     return Ok(());
                 }
-                Wake::Read(_) => {
+                Wake::Read(n) => {
+                    if n == self.read_size {
+                        self.read_size = (self.read_size * 2).min(READ_MAX);
+                    } else if n < self.read_size / 4 {
+                        self.read_size = (self.read_size / 2).max(READ_MIN);
+                    }
                     let now = self.now();
                     self.engine.process(now);
                 }
@@ -244,6 +261,7 @@ impl Driver {
             let now = self.now();
             self.engine.handle_timeout(now);
             self.expire_rpc();
+            self.retry_topups();
             self.handle_events();
             self.inbox.drain(&mut msgs);
             for m in msgs.drain(..) {
@@ -258,7 +276,11 @@ impl Driver {
     }
 
     fn next_deadline(&self) -> Option<u64> {
-        let rpc = self.deadlines.peek().map(|Reverse((t, _))| self.to_local(*t));
+        let mut rpc = self.deadlines.peek().map(|Reverse((t, _))| self.to_local(*t));
+        if !self.deferred_topups.is_empty() {
+            let soon = self.now() + 2;
+            rpc = Some(rpc.map_or(soon, |t| t.min(soon)));
+        }
         match (self.engine.poll_timeout(), rpc) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -418,9 +440,18 @@ impl Driver {
         }
     }
 
+    fn random(&mut self) -> u64 {
+        // xorshift64*: unpredictable enough for names, seeded from the OS once.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
     fn mint_node(&mut self) -> String {
         let mut r = [0u8; 16];
-        fill_random(&mut r);
+        r[..8].copy_from_slice(&self.random().to_be_bytes());
+        r[8..].copy_from_slice(&self.random().to_be_bytes());
         let name = format!("{}{}-{}.{}", address::DYNAMIC_PREFIX, self.shard.id, self.id, message::uuid_string(&r));
         self.nodes.insert(name.clone(), NodeState::default());
         name
@@ -586,7 +617,6 @@ impl Driver {
         };
         let kind = LinkKind::Consume {
             key: key.clone(),
-            presettled,
             unsettled: HashMap::new(),
             ring: None,
             subscribed: false,
@@ -926,11 +956,32 @@ impl Driver {
         self.top_up(link, window);
     }
 
-    /// Produce links get their full window back when credit falls below half
-    /// (unless the ring towards a busy shard is backed up).
+    /// Produce links get their full window back when credit falls below half,
+    /// unless the ring towards the channel's home shard is backed up: then the
+    /// top-up waits, and the producer's credit is what pushes back.
     fn top_up(&mut self, link: LinkId, window: u32) {
-        if self.engine.link_credit(link) < window / 2 {
-            let _ = self.engine.grant_credit(link, window, false);
+        if self.engine.link_credit(link) >= window / 2 {
+            return;
+        }
+        let home = match self.links.get(&link).map(|c| &c.kind) {
+            Some(LinkKind::Produce { target: ProduceTarget::Channel(k), .. }) => Some(k.home(self.shard.shards)),
+            _ => None,
+        };
+        if home.is_some_and(|h| self.shard.backlogged(h)) {
+            if !self.deferred_topups.contains(&link) {
+                self.deferred_topups.push(link);
+            }
+            return;
+        }
+        let _ = self.engine.grant_credit(link, window, false);
+    }
+
+    fn retry_topups(&mut self) {
+        for link in std::mem::take(&mut self.deferred_topups) {
+            if let Some(LinkKind::Produce { window, .. }) = self.links.get(&link).map(|c| &c.kind) {
+                let window = *window;
+                self.top_up(link, window);
+            }
         }
     }
 
@@ -1027,9 +1078,8 @@ impl Driver {
             Some(ttl) => (ttl as u64).clamp(1000, default_ms * 10),
             None => default_ms,
         };
-        let mut r = [0u8; 8];
-        fill_random(&mut r);
-        let request_id = format!("{}.{}.{}.{}", self.shard.id, self.id, self.next_request, hex(&r));
+        let r = self.random();
+        let request_id = format!("{}.{}.{}.{r:016x}", self.shard.id, self.id, self.next_request);
         self.next_request += 1;
         let correlation = props.correlation_id.clone().or(props.message_id.clone());
         let rewritten = Properties {
@@ -1043,7 +1093,7 @@ impl Driver {
         add(&self.shard.counters.rpc_requests[idx], 1);
         self.pending.insert(
             request_id.clone(),
-            PendingRpc { node, correlation, pattern: key.pattern, deadline },
+            PendingRpc { node, correlation, pattern: key.pattern },
         );
         self.deadlines.push(Reverse((deadline, request_id)));
         self.shard.route(ShardMsg::RpcRequest { key, msg: Msg { payload, received_ms: now_ms() }, deadline_ms: deadline });
@@ -1334,26 +1384,14 @@ pub(crate) fn durable_identity(container_id: &str, link_name: &str) -> String {
     format!("{}_{}_{h:08x}", sanitize(container_id, 40), sanitize(link_name, 40))
 }
 
-fn hex(b: &[u8]) -> String {
-    b.iter().map(|x| format!("{x:02x}")).collect()
-}
-
-/// Unpredictable bytes for node names and request ids.
-fn fill_random(buf: &mut [u8]) {
+/// A seed for the driver's generator, from the OS.
+fn seed() -> u64 {
     use std::io::Read;
+    let mut b = [0u8; 8];
     if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        if f.read_exact(buf).is_ok() {
-            return;
+        if f.read_exact(&mut b).is_ok() {
+            return u64::from_ne_bytes(b) | 1;
         }
     }
-    let mut x = now_ms() ^ 0x9e37_79b9_7f4a_7c15;
-    for b in buf {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        *b = x as u8;
-    }
+    (now_ms() ^ 0x9e37_79b9_7f4a_7c15) | 1
 }
-
-#[allow(dead_code)]
-fn _unused(_: Symbol) {}
