@@ -156,33 +156,17 @@ impl fmt::Display for Settings {
         writeln!(f, "max_links_per_session = {}", self.max_links_per_session)?;
         writeln!(f, "max_connections = {}", self.max_connections)?;
         writeln!(f, "idle_timeout_seconds = {}", self.idle_timeout_seconds)?;
-        writeln!(
-            f,
-            "default_pattern = {}",
-            text(self.default_pattern.as_str())
-        )?;
+        writeln!(f, "default_pattern = {}", text(self.default_pattern.as_str()))?;
         writeln!(f, "get_batch_size = {}", self.get_batch_size)?;
-        writeln!(
-            f,
-            "max_unsettled_per_link = {}",
-            self.max_unsettled_per_link
-        )?;
-        writeln!(
-            f,
-            "default_rpc_timeout_seconds = {}",
-            self.default_rpc_timeout_seconds
-        )?;
+        writeln!(f, "max_unsettled_per_link = {}", self.max_unsettled_per_link)?;
+        writeln!(f, "default_rpc_timeout_seconds = {}", self.default_rpc_timeout_seconds)?;
         writeln!(f, "rpc_max_pending = {}", self.rpc_max_pending)?;
         writeln!(f, "host = {}", text(&self.host))?;
         writeln!(f, "admin_addr = {}", text(&self.admin_addr))?;
         writeln!(f, "shards = {}", self.shards)?;
         writeln!(f, "data_dir = {}", text(&self.data_dir.to_string_lossy()))?;
         writeln!(f, "durability = {}", text(self.durability.as_str()))?;
-        writeln!(
-            f,
-            "handshake_timeout_seconds = {}",
-            self.handshake_timeout_seconds
-        )?;
+        writeln!(f, "handshake_timeout_seconds = {}", self.handshake_timeout_seconds)?;
         writeln!(f, "log_format = {}", text(self.log_format.as_str()))
     }
 }
@@ -204,13 +188,8 @@ pub enum Pattern {
 
 impl Pattern {
     /// Every pattern, in the reference's order.
-    pub const ALL: [Pattern; 5] = [
-        Pattern::Queues,
-        Pattern::Events,
-        Pattern::EventsStore,
-        Pattern::Commands,
-        Pattern::Queries,
-    ];
+    pub const ALL: [Pattern; 5] =
+        [Pattern::Queues, Pattern::Events, Pattern::EventsStore, Pattern::Commands, Pattern::Queries];
 
     /// The pattern's name as it appears in addresses and settings, e.g. `events-store`.
     pub fn as_str(self) -> &'static str {
@@ -272,10 +251,7 @@ impl FromStr for Durability {
         match s {
             "memory" => Ok(Durability::Memory),
             "fsync" => Ok(Durability::Fsync),
-            _ => Err(ConfigError(format!(
-                "{} is not a durability: must be memory or fsync",
-                shown(s)
-            ))),
+            _ => Err(ConfigError(format!("{} is not a durability: must be memory or fsync", shown(s)))),
         }
     }
 }
@@ -307,10 +283,7 @@ impl FromStr for LogFormat {
         match s {
             "human" => Ok(LogFormat::Human),
             "json" => Ok(LogFormat::Json),
-            _ => Err(ConfigError(format!(
-                "{} is not a log format: must be human or json",
-                shown(s)
-            ))),
+            _ => Err(ConfigError(format!("{} is not a log format: must be human or json", shown(s)))),
         }
     }
 }
@@ -347,10 +320,7 @@ impl std::error::Error for ConfigError {}
 ///
 /// `--help` and `--version` answer before any environment variable or file is read.
 /// Empty environment variables count as unset. The first problem found is returned.
-pub fn parse(
-    args: &[String],
-    env: &dyn Fn(&str) -> Option<String>,
-) -> Result<Command, ConfigError> {
+pub fn parse(args: &[String], env: &dyn Fn(&str) -> Option<String>) -> Result<Command, ConfigError> {
     let cli = match parse_args(args)? {
         Parsed::Help => return Ok(Command::Help(help_text())),
         Parsed::Version => return Ok(Command::Version),
@@ -366,25 +336,15 @@ pub fn parse(
     }
     for key in Key::ALL {
         if let Some(value) = env(key.env()) {
-            raw[key as usize] = Some(Raw {
-                value,
-                origin: Origin::Env,
-            });
+            raw[key as usize] = Some(Raw { value, origin: Origin::Env });
         }
     }
     for (key, value) in cli.flags {
-        raw[key as usize] = Some(Raw {
-            value,
-            origin: Origin::Flag,
-        });
+        raw[key as usize] = Some(Raw { value, origin: Origin::Flag });
     }
 
     let settings = resolve(&raw)?;
-    Ok(if cli.check {
-        Command::CheckConfig(settings)
-    } else {
-        Command::Run(settings)
-    })
+    Ok(if cli.check { Command::CheckConfig(settings) } else { Command::Run(settings) })
 }
 
 /// The full --help text: every setting with its env var, TOML key, flag, default and
@@ -643,13 +603,9 @@ impl Key {
                 "queues | events | events-store | commands | queries",
                 "Backend for bare addresses without a queue/topic hint.",
             ),
-            Key::GetBatchSize => (
-                "get_batch_size",
-                "count",
-                "32",
-                "1..=1024",
-                "Most queue messages fetched per long-poll.",
-            ),
+            Key::GetBatchSize => {
+                ("get_batch_size", "count", "32", "1..=1024", "Most queue messages fetched per long-poll.")
+            }
             Key::MaxUnsettledPerLink => (
                 "max_unsettled_per_link",
                 "count",
@@ -671,13 +627,7 @@ impl Key {
                 "1..=4294967295",
                 "Outstanding RPC requests; over it gets amqp:resource-limit-exceeded.",
             ),
-            Key::Host => (
-                "host",
-                "ip",
-                "0.0.0.0",
-                "an IPv4 or IPv6 address",
-                "Address the AMQP listeners bind to.",
-            ),
+            Key::Host => ("host", "ip", "0.0.0.0", "an IPv4 or IPv6 address", "Address the AMQP listeners bind to."),
             Key::AdminAddr => (
                 "admin_addr",
                 "ip:port",
@@ -685,20 +635,8 @@ impl Key {
                 "a socket address, e.g. 127.0.0.1:8080 or [::1]:8080",
                 "HTTP server for /metrics, /api/amqp10/* and /healthz.",
             ),
-            Key::Shards => (
-                "shards",
-                "count",
-                "number of CPUs",
-                "1..=256",
-                "Executor threads, one per core.",
-            ),
-            Key::DataDir => (
-                "data_dir",
-                "path",
-                "./data",
-                "a non-empty path",
-                "Directory of the durable store.",
-            ),
+            Key::Shards => ("shards", "count", "number of CPUs", "1..=256", "Executor threads, one per core."),
+            Key::DataDir => ("data_dir", "path", "./data", "a non-empty path", "Directory of the durable store."),
             Key::Durability => (
                 "durability",
                 "mode",
@@ -713,29 +651,14 @@ impl Key {
                 "1..=4294967295",
                 "Time a new connection has to complete its header, SASL and OPEN.",
             ),
-            Key::LogFormat => (
-                "log_format",
-                "format",
-                "human",
-                "human | json",
-                "Log line format.",
-            ),
+            Key::LogFormat => ("log_format", "format", "human", "human | json", "Log line format."),
         };
-        Spec {
-            name,
-            placeholder,
-            default,
-            valid,
-            about,
-        }
+        Spec { name, placeholder, default, valid, about }
     }
 }
 
 fn default_shards() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .clamp(1, 256)
+    std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1).clamp(1, 256)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -754,11 +677,7 @@ struct Cli {
 }
 
 fn parse_args(args: &[String]) -> Result<Parsed, ConfigError> {
-    let mut cli = Cli {
-        check: false,
-        config: None,
-        flags: Vec::new(),
-    };
+    let mut cli = Cli { check: false, config: None, flags: Vec::new() };
     let mut rest = args.iter();
     if args.first().is_some_and(|a| a == "check-config") {
         cli.check = true;
@@ -768,19 +687,11 @@ fn parse_args(args: &[String]) -> Result<Parsed, ConfigError> {
         match arg.as_str() {
             "-h" | "--help" => return Ok(Parsed::Help),
             "-V" | "--version" => return Ok(Parsed::Version),
-            "check-config" => {
-                return Err(ConfigError(
-                    "check-config must be the first argument".to_owned(),
-                ))
-            }
+            "check-config" => return Err(ConfigError("check-config must be the first argument".to_owned())),
             _ => {}
         }
         let Some(body) = arg.strip_prefix("--").filter(|b| !b.is_empty()) else {
-            let what = if arg.starts_with('-') {
-                "unknown flag"
-            } else {
-                "unexpected argument"
-            };
+            let what = if arg.starts_with('-') { "unknown flag" } else { "unexpected argument" };
             return Err(ConfigError(format!("{what} {} (see --help)", shown(arg))));
         };
         let (name, inline) = match body.split_once('=') {
@@ -789,17 +700,10 @@ fn parse_args(args: &[String]) -> Result<Parsed, ConfigError> {
         };
         let key = match name {
             "config" => None,
-            "help" | "version" => {
-                return Err(ConfigError(format!("--{name} does not take a value")))
-            }
+            "help" | "version" => return Err(ConfigError(format!("--{name} does not take a value"))),
             _ => match Key::from_flag(name) {
                 Some(key) => Some(key),
-                None => {
-                    return Err(ConfigError(format!(
-                        "unknown flag --{} (see --help)",
-                        shown(name)
-                    )))
-                }
+                None => return Err(ConfigError(format!("unknown flag --{} (see --help)", shown(name)))),
             },
         };
         let value = match inline {
@@ -841,19 +745,12 @@ fn read_file(path: &str) -> Result<Vec<(Key, Raw)>, ConfigError> {
             .unwrap_or_default();
         // The parser's messages name what it expected, never the file's values.
         let why = clipped(&e.message().replace('\n', "; "), 160);
-        ConfigError(format!(
-            "cannot parse config file {}: invalid TOML{at}: {why}",
-            shown(path)
-        ))
+        ConfigError(format!("cannot parse config file {}: invalid TOML{at}: {why}", shown(path)))
     })?;
     let mut out = Vec::with_capacity(table.len());
     for (name, value) in table {
         let Some(key) = Key::from_name(&name) else {
-            return Err(ConfigError(format!(
-                "config file {}: unknown key {} (see --help)",
-                shown(path),
-                shown(&name)
-            )));
+            return Err(ConfigError(format!("config file {}: unknown key {} (see --help)", shown(path), shown(&name))));
         };
         let text = match value {
             toml::Value::String(s) => s,
@@ -872,13 +769,7 @@ fn read_file(path: &str) -> Result<Vec<(Key, Raw)>, ConfigError> {
                 )));
             }
         };
-        out.push((
-            key,
-            Raw {
-                value: text,
-                origin: Origin::File(path.to_owned()),
-            },
-        ));
+        out.push((key, Raw { value: text, origin: Origin::File(path.to_owned()) }));
     }
     Ok(out)
 }
@@ -907,11 +798,9 @@ impl Raw {
         ConfigError(match &self.origin {
             Origin::Env => format!("{}={value} is invalid: {why}", key.env()),
             Origin::Flag => format!("--{}={value} is invalid: {why}", key.flag()),
-            Origin::File(path) => format!(
-                "{} = {value} in config file {} is invalid: {why}",
-                key.spec().name,
-                shown(path)
-            ),
+            Origin::File(path) => {
+                format!("{} = {value} in config file {} is invalid: {why}", key.spec().name, shown(path))
+            }
         })
     }
 
@@ -980,18 +869,13 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::DefaultRpcTimeoutSeconds => s.default_rpc_timeout_seconds = r.int(key, amqp)?,
             Key::RpcMaxPending => s.rpc_max_pending = r.int(key, amqp)?,
             Key::Host => {
-                r.value
-                    .parse::<IpAddr>()
-                    .map_err(|_| r.invalid(key, "must be an IP address such as 0.0.0.0 or ::"))?;
+                r.value.parse::<IpAddr>().map_err(|_| r.invalid(key, "must be an IP address such as 0.0.0.0 or ::"))?;
                 s.host = r.value.clone();
             }
             Key::AdminAddr => {
-                r.value.parse::<SocketAddr>().map_err(|_| {
-                    r.invalid(
-                        key,
-                        "must be an ip:port socket address such as 0.0.0.0:8080",
-                    )
-                })?;
+                r.value
+                    .parse::<SocketAddr>()
+                    .map_err(|_| r.invalid(key, "must be an ip:port socket address such as 0.0.0.0:8080"))?;
                 s.admin_addr = r.value.clone();
             }
             Key::Shards => s.shards = r.int(key, true)?,
@@ -1024,11 +908,7 @@ fn shown(value: &str) -> String {
 }
 
 fn clipped(value: &str, max_chars: usize) -> String {
-    let mut out: String = value
-        .chars()
-        .take(max_chars)
-        .flat_map(char::escape_debug)
-        .collect();
+    let mut out: String = value.chars().take(max_chars).flat_map(char::escape_debug).collect();
     if value.chars().nth(max_chars).is_some() {
         out.push('…');
     }
@@ -1043,10 +923,7 @@ mod tests {
 
     fn run(args: &[&str], env: &[(&str, &str)]) -> Result<Command, ConfigError> {
         let args: Vec<String> = args.iter().map(|a| (*a).to_owned()).collect();
-        let env: HashMap<String, String> = env
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
+        let env: HashMap<String, String> = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
         parse(&args, &|name| env.get(name).cloned())
     }
 
@@ -1103,11 +980,7 @@ mod tests {
         if key.int_range().is_some() || key == Key::Enable {
             format!("{} = {value}\n", key.spec().name)
         } else {
-            format!(
-                "{} = {}\n",
-                key.spec().name,
-                toml::Value::String(value.to_owned())
-            )
+            format!("{} = {}\n", key.spec().name, toml::Value::String(value.to_owned()))
         }
     }
 
@@ -1120,42 +993,22 @@ mod tests {
             (Key::Port, "15672", |s| s.port = 15672),
             (Key::TlsPort, "0", |s| s.tls_port = 0),
             (Key::MaxFrameSize, "512", |s| s.max_frame_size = 512),
-            (Key::MaxMessageSize, "9223372036854775807", |s| {
-                s.max_message_size = 9_223_372_036_854_775_807
-            }),
+            (Key::MaxMessageSize, "9223372036854775807", |s| s.max_message_size = 9_223_372_036_854_775_807),
             (Key::SessionMax, "65535", |s| s.session_max = 65535),
-            (Key::MaxLinksPerSession, "1", |s| {
-                s.max_links_per_session = 1
-            }),
+            (Key::MaxLinksPerSession, "1", |s| s.max_links_per_session = 1),
             (Key::MaxConnections, "0", |s| s.max_connections = 0),
             (Key::IdleTimeoutSeconds, "0", |s| s.idle_timeout_seconds = 0),
-            (Key::DefaultPattern, "events-store", |s| {
-                s.default_pattern = Pattern::EventsStore
-            }),
+            (Key::DefaultPattern, "events-store", |s| s.default_pattern = Pattern::EventsStore),
             (Key::GetBatchSize, "1024", |s| s.get_batch_size = 1024),
-            (Key::MaxUnsettledPerLink, "10", |s| {
-                s.max_unsettled_per_link = 10
-            }),
-            (Key::DefaultRpcTimeoutSeconds, "1", |s| {
-                s.default_rpc_timeout_seconds = 1
-            }),
-            (Key::RpcMaxPending, "4294967295", |s| {
-                s.rpc_max_pending = u32::MAX
-            }),
+            (Key::MaxUnsettledPerLink, "10", |s| s.max_unsettled_per_link = 10),
+            (Key::DefaultRpcTimeoutSeconds, "1", |s| s.default_rpc_timeout_seconds = 1),
+            (Key::RpcMaxPending, "4294967295", |s| s.rpc_max_pending = u32::MAX),
             (Key::Host, "::1", |s| s.host = "::1".to_owned()),
-            (Key::AdminAddr, "[::1]:9090", |s| {
-                s.admin_addr = "[::1]:9090".to_owned()
-            }),
+            (Key::AdminAddr, "[::1]:9090", |s| s.admin_addr = "[::1]:9090".to_owned()),
             (Key::Shards, "256", |s| s.shards = 256),
-            (Key::DataDir, "/var/lib/sluice dir", |s| {
-                s.data_dir = PathBuf::from("/var/lib/sluice dir")
-            }),
-            (Key::Durability, "fsync", |s| {
-                s.durability = Durability::Fsync
-            }),
-            (Key::HandshakeTimeoutSeconds, "1", |s| {
-                s.handshake_timeout_seconds = 1
-            }),
+            (Key::DataDir, "/var/lib/sluice dir", |s| s.data_dir = PathBuf::from("/var/lib/sluice dir")),
+            (Key::Durability, "fsync", |s| s.durability = Durability::Fsync),
+            (Key::HandshakeTimeoutSeconds, "1", |s| s.handshake_timeout_seconds = 1),
             (Key::LogFormat, "json", |s| s.log_format = LogFormat::Json),
         ]
     }
@@ -1244,11 +1097,7 @@ mod tests {
     #[test]
     fn each_env_var_overrides_its_default() {
         for (key, value, change) in overrides() {
-            assert_eq!(
-                settings(&[], &[(key.env(), value)]),
-                expected(change),
-                "{key:?}"
-            );
+            assert_eq!(settings(&[], &[(key.env(), value)]), expected(change), "{key:?}");
         }
     }
 
@@ -1266,11 +1115,7 @@ mod tests {
     fn each_file_key_overrides_its_default() {
         for (key, value, change) in overrides() {
             let file = TempFile::new(&toml_line(key, value));
-            assert_eq!(
-                settings(&["--config", file.path()], &[]),
-                expected(change),
-                "{key:?}"
-            );
+            assert_eq!(settings(&["--config", file.path()], &[]), expected(change), "{key:?}");
         }
     }
 
@@ -1296,15 +1141,9 @@ mod tests {
     #[test]
     fn precedence_is_flag_over_env_over_file_over_default() {
         let file = TempFile::new("port = 1001\nget_batch_size = 11\nhost = \"10.0.0.1\"\n");
-        let env = [
-            ("CONNECTORS_AMQP10_PORT", "1002"),
-            ("CONNECTORS_AMQP10_GET_BATCH_SIZE", "12"),
-        ];
+        let env = [("CONNECTORS_AMQP10_PORT", "1002"), ("CONNECTORS_AMQP10_GET_BATCH_SIZE", "12")];
         let s = settings(&["--config", file.path(), "--port", "1003"], &env);
-        assert_eq!(
-            (s.port, s.get_batch_size, s.host.as_str()),
-            (1003, 12, "10.0.0.1")
-        );
+        assert_eq!((s.port, s.get_batch_size, s.host.as_str()), (1003, 12, "10.0.0.1"));
         let s = settings(&["--config", file.path()], &env);
         assert_eq!((s.port, s.get_batch_size), (1002, 12));
         let s = settings(&["--config", file.path()], &[]);
@@ -1312,10 +1151,7 @@ mod tests {
         assert_eq!(s.tls_port, 5671);
         // An overridden value is never looked at.
         let bad = TempFile::new("get_batch_size = 0\n");
-        let s = settings(
-            &["--config", bad.path()],
-            &[("CONNECTORS_AMQP10_GET_BATCH_SIZE", "5")],
-        );
+        let s = settings(&["--config", bad.path()], &[("CONNECTORS_AMQP10_GET_BATCH_SIZE", "5")]);
         assert_eq!(s.get_batch_size, 5);
         // The last of repeated flags wins.
         assert_eq!(settings(&["--port", "1", "--port=2"], &[]).port, 2);
@@ -1327,10 +1163,7 @@ mod tests {
         assert_eq!(settings(&[], &[("SLUICE_CONFIG", file.path())]).shards, 3);
         // --config wins, and the other file is not read.
         let other = TempFile::new("shards = 4\n");
-        let s = settings(
-            &["--config", other.path()],
-            &[("SLUICE_CONFIG", "/nonexistent/sluice.toml")],
-        );
+        let s = settings(&["--config", other.path()], &[("SLUICE_CONFIG", "/nonexistent/sluice.toml")]);
         assert_eq!(s.shards, 4);
         assert_eq!(settings(&[], &[("SLUICE_CONFIG", "")]), Settings::default());
     }
@@ -1350,13 +1183,7 @@ mod tests {
             (Key::Port, "0", "65535", "-1", "65536"),
             (Key::TlsPort, "0", "65535", "-1", "65536"),
             (Key::MaxFrameSize, "512", u32_max, "511", over_u32),
-            (
-                Key::MaxMessageSize,
-                "1",
-                "9223372036854775807",
-                "0",
-                "9223372036854775808",
-            ),
+            (Key::MaxMessageSize, "1", "9223372036854775807", "0", "9223372036854775808"),
             (Key::SessionMax, "1", "65535", "0", "65536"),
             (Key::MaxLinksPerSession, "1", u32_max, "0", over_u32),
             (Key::MaxConnections, "0", u32_max, "-1", over_u32),
@@ -1374,10 +1201,7 @@ mod tests {
                 settings(&[], &[(env, ok)]);
             }
             for bad in [below, above, "99999999999999999999999999999999999999999"] {
-                assert_eq!(
-                    error(&[], &[(env, bad)]),
-                    format!("{env}={bad} is invalid: must be between {lo} and {hi}"),
-                );
+                assert_eq!(error(&[], &[(env, bad)]), format!("{env}={bad} is invalid: must be between {lo} and {hi}"),);
             }
             for bad in ["abc", "12a", " 1", "1 ", "1.0", "0x10", "1_000", "1e3", "+"] {
                 assert_eq!(
@@ -1402,14 +1226,8 @@ mod tests {
                 ),
             );
         }
-        assert_eq!(
-            error(&[], &[("SLUICE_SHARDS", "0")]),
-            "SLUICE_SHARDS=0 is invalid: must be between 1 and 256"
-        );
-        assert_eq!(
-            error(&["--shards", "257"], &[]),
-            "--shards=257 is invalid: must be between 1 and 256"
-        );
+        assert_eq!(error(&[], &[("SLUICE_SHARDS", "0")]), "SLUICE_SHARDS=0 is invalid: must be between 1 and 256");
+        assert_eq!(error(&["--shards", "257"], &[]), "--shards=257 is invalid: must be between 1 and 256");
         assert_eq!(
             error(&[], &[("SLUICE_SHARDS", "many")]),
             "SLUICE_SHARDS=many is invalid: must be an integer between 1 and 256"
@@ -1457,10 +1275,7 @@ mod tests {
             ("FALSE", false),
             ("0", false),
         ] {
-            assert_eq!(
-                settings(&[], &[("CONNECTORS_AMQP10_ENABLE", text)]).enable,
-                value
-            );
+            assert_eq!(settings(&[], &[("CONNECTORS_AMQP10_ENABLE", text)]).enable, value);
         }
         for bad in ["yes", "no", "2", "on", "t", " true"] {
             assert_eq!(
@@ -1468,10 +1283,7 @@ mod tests {
                 format!("CONNECTORS_AMQP10_ENABLE={bad} is invalid: must be true, false, 1 or 0")
             );
         }
-        assert_eq!(
-            error(&["--enable=maybe"], &[]),
-            "--enable=maybe is invalid: must be true, false, 1 or 0"
-        );
+        assert_eq!(error(&["--enable=maybe"], &[]), "--enable=maybe is invalid: must be true, false, 1 or 0");
         let file = TempFile::new("enable = false\n");
         assert!(!settings(&["--config", file.path()], &[]).enable);
     }
@@ -1498,10 +1310,7 @@ mod tests {
         let file = TempFile::new("data_dir = \"\"\n");
         assert_eq!(
             error(&["--config", file.path()], &[]),
-            format!(
-                "data_dir = \"\" in config file {} is invalid: must not be empty",
-                file.path()
-            )
+            format!("data_dir = \"\" in config file {} is invalid: must not be empty", file.path())
         );
         // Still checked while AMQP 1.0 is disabled: the broker still runs.
         let disabled = ("CONNECTORS_AMQP10_ENABLE", "false");
@@ -1517,13 +1326,9 @@ mod tests {
 
     #[test]
     fn both_ports_zero_is_an_error_only_when_enabled() {
-        let both = [
-            ("CONNECTORS_AMQP10_PORT", "0"),
-            ("CONNECTORS_AMQP10_TLS_PORT", "0"),
-        ];
+        let both = [("CONNECTORS_AMQP10_PORT", "0"), ("CONNECTORS_AMQP10_TLS_PORT", "0")];
         assert!(error(&[], &both).starts_with("port and tls_port are both 0"));
-        assert!(error(&["--port", "0", "--tls-port", "0"], &[])
-            .starts_with("port and tls_port are both 0"));
+        assert!(error(&["--port", "0", "--tls-port", "0"], &[]).starts_with("port and tls_port are both 0"));
         assert_eq!(settings(&["--port", "0"], &[]).port, 0);
         assert_eq!(settings(&["--tls-port", "0"], &[]).tls_port, 0);
         let s = settings(&["--enable", "false"], &both);
@@ -1564,30 +1369,19 @@ mod tests {
             "CONNECTORS_AMQP10_PORT=70000 is invalid: must be between 0 and 65535"
         );
         assert_eq!(
-            error(
-                &[],
-                &[disabled, ("CONNECTORS_AMQP10_MAX_CONNECTIONS", "-1")]
-            ),
+            error(&[], &[disabled, ("CONNECTORS_AMQP10_MAX_CONNECTIONS", "-1")]),
             "CONNECTORS_AMQP10_MAX_CONNECTIONS=-1 is invalid: must be between 0 and 4294967295"
         );
-        assert!(error(&[], &[disabled, ("CONNECTORS_AMQP10_PORT", "x")])
-            .starts_with("CONNECTORS_AMQP10_PORT=x is invalid"));
+        assert!(
+            error(&[], &[disabled, ("CONNECTORS_AMQP10_PORT", "x")]).starts_with("CONNECTORS_AMQP10_PORT=x is invalid")
+        );
     }
 
     #[test]
     fn command_line_errors() {
-        assert_eq!(
-            error(&["--bogus"], &[]),
-            "unknown flag --bogus (see --help)"
-        );
-        assert_eq!(
-            error(&["--bogus=1"], &[]),
-            "unknown flag --bogus (see --help)"
-        );
-        assert_eq!(
-            error(&["--max_frame_size", "1"], &[]),
-            "unknown flag --max_frame_size (see --help)"
-        );
+        assert_eq!(error(&["--bogus"], &[]), "unknown flag --bogus (see --help)");
+        assert_eq!(error(&["--bogus=1"], &[]), "unknown flag --bogus (see --help)");
+        assert_eq!(error(&["--max_frame_size", "1"], &[]), "unknown flag --max_frame_size (see --help)");
         assert_eq!(error(&["-p", "1"], &[]), "unknown flag -p (see --help)");
         assert_eq!(error(&["-"], &[]), "unknown flag - (see --help)");
         assert_eq!(error(&["--"], &[]), "unknown flag -- (see --help)");
@@ -1595,23 +1389,14 @@ mod tests {
         assert_eq!(error(&["--port"], &[]), "--port requires a value");
         assert_eq!(error(&["--port="], &[]), "--port requires a value");
         assert_eq!(error(&["--port", ""], &[]), "--port requires a value");
-        assert_eq!(
-            error(&["--port", "--tls-port", "1"], &[]),
-            "--port requires a value"
-        );
+        assert_eq!(error(&["--port", "--tls-port", "1"], &[]), "--port requires a value");
         assert_eq!(error(&["--config"], &[]), "--config requires a value");
         assert_eq!(error(&["--help=1"], &[]), "--help does not take a value");
-        assert_eq!(
-            error(&["--port", "1", "check-config"], &[]),
-            "check-config must be the first argument"
-        );
+        assert_eq!(error(&["--port", "1", "check-config"], &[]), "check-config must be the first argument");
         // A value may start with a single dash.
         assert!(error(&["--port", "-1"], &[]).starts_with("--port=-1 is invalid"));
         // Control characters never break the one-line message.
-        assert_eq!(
-            error(&["--port", "1\n2"], &[]),
-            "--port=1\\n2 is invalid: must be an integer between 0 and 65535"
-        );
+        assert_eq!(error(&["--port", "1\n2"], &[]), "--port=1\\n2 is invalid: must be an integer between 0 and 65535");
         let long = "9".repeat(100);
         let message = error(&["--host", &long], &[]);
         assert!(message.len() < 200 && message.contains('…'), "{message}");
@@ -1622,26 +1407,17 @@ mod tests {
         let file = TempFile::new("port = 5672\nbogus_key = \"hunter2\"\n");
         assert_eq!(
             error(&["--config", file.path()], &[]),
-            format!(
-                "config file {}: unknown key bogus_key (see --help)",
-                file.path()
-            )
+            format!("config file {}: unknown key bogus_key (see --help)", file.path())
         );
         let file = TempFile::new("[connectors.amqp10]\nport = 5672\n");
         assert_eq!(
             error(&["--config", file.path()], &[]),
-            format!(
-                "config file {}: unknown key connectors (see --help)",
-                file.path()
-            )
+            format!("config file {}: unknown key connectors (see --help)", file.path())
         );
         let file = TempFile::new("port = 56.72\n");
         assert_eq!(
             error(&["--config", file.path()], &[]),
-            format!(
-                "config file {}: port must be an integer, not float",
-                file.path()
-            )
+            format!("config file {}: port must be an integer, not float", file.path())
         );
         let file = TempFile::new("host = [\"a\"]\n");
         assert!(error(&["--config", file.path()], &[]).ends_with("must be a string, not array"));
@@ -1653,10 +1429,7 @@ mod tests {
         let file = TempFile::new("port = 5672\npassword = \"hunter2\n");
         let message = error(&["--config", file.path()], &[]);
         assert!(
-            message.starts_with(&format!(
-                "cannot parse config file {}: invalid TOML at line 2",
-                file.path()
-            )),
+            message.starts_with(&format!("cannot parse config file {}: invalid TOML at line 2", file.path())),
             "{message}"
         );
         assert!(!message.contains("hunter2"), "{message}");
@@ -1664,10 +1437,7 @@ mod tests {
         let missing = std::env::temp_dir().join("sluice-config-test-does-not-exist.toml");
         let missing = missing.to_string_lossy().into_owned();
         let message = error(&["--config", &missing], &[]);
-        assert!(
-            message.starts_with(&format!("cannot read config file {missing}: ")),
-            "{message}"
-        );
+        assert!(message.starts_with(&format!("cannot read config file {missing}: ")), "{message}");
         let dir = std::env::temp_dir().to_string_lossy().into_owned();
         assert!(error(&["--config", &dir], &[]).starts_with("cannot read config file"));
 
@@ -1678,10 +1448,7 @@ mod tests {
         let file = TempFile::new("port = true\n");
         assert!(error(&["--config", file.path()], &[]).starts_with("port = true in config file"));
         let file = TempFile::new("");
-        assert_eq!(
-            settings(&["--config", file.path()], &[]),
-            Settings::default()
-        );
+        assert_eq!(settings(&["--config", file.path()], &[]), Settings::default());
     }
 
     #[test]
@@ -1690,50 +1457,20 @@ mod tests {
         for key in Key::ALL {
             let spec = key.spec();
             assert!(help.contains(key.env()), "{}", key.env());
-            assert!(
-                help.contains(&format!("--{} <", key.flag())),
-                "{}",
-                key.flag()
-            );
-            assert!(
-                help.contains(&format!("toml {} ", spec.name)),
-                "{}",
-                spec.name
-            );
-            assert!(
-                help.contains(&format!("default {} ", spec.default)),
-                "{}",
-                spec.name
-            );
-            assert!(
-                help.contains(&format!("valid {}\n", spec.valid)),
-                "{}",
-                spec.name
-            );
+            assert!(help.contains(&format!("--{} <", key.flag())), "{}", key.flag());
+            assert!(help.contains(&format!("toml {} ", spec.name)), "{}", spec.name);
+            assert!(help.contains(&format!("default {} ", spec.default)), "{}", spec.name);
+            assert!(help.contains(&format!("valid {}\n", spec.valid)), "{}", spec.name);
         }
-        for word in [
-            "--config",
-            "SLUICE_CONFIG",
-            "check-config",
-            "--help",
-            "--version",
-        ] {
+        for word in ["--config", "SLUICE_CONFIG", "check-config", "--help", "--version"] {
             assert!(help.contains(word), "{word}");
         }
-        for args in [
-            &["--help"][..],
-            &["-h"],
-            &["--port", "1", "-h"],
-            &["check-config", "--help"],
-        ] {
+        for args in [&["--help"][..], &["-h"], &["--port", "1", "-h"], &["check-config", "--help"]] {
             assert_eq!(run(args, &[]), Ok(Command::Help(help.clone())));
         }
         // Help answers before the environment or a file is looked at.
         assert_eq!(
-            run(
-                &["--help"],
-                &[("CONNECTORS_AMQP10_PORT", "x"), ("SLUICE_CONFIG", "/nope")]
-            ),
+            run(&["--help"], &[("CONNECTORS_AMQP10_PORT", "x"), ("SLUICE_CONFIG", "/nope")]),
             Ok(Command::Help(help))
         );
     }
@@ -1741,10 +1478,7 @@ mod tests {
     #[test]
     fn version() {
         for args in [&["--version"][..], &["-V"], &["check-config", "-V"]] {
-            assert_eq!(
-                run(args, &[("CONNECTORS_AMQP10_PORT", "x")]),
-                Ok(Command::Version)
-            );
+            assert_eq!(run(args, &[("CONNECTORS_AMQP10_PORT", "x")]), Ok(Command::Version));
         }
         assert!(!VERSION.is_empty());
     }
@@ -1755,10 +1489,7 @@ mod tests {
             Ok(Command::CheckConfig(s)) => assert_eq!(s.port, 1),
             other => panic!("{other:?}"),
         }
-        assert_eq!(
-            run(&["check-config"], &[]),
-            Ok(Command::CheckConfig(Settings::default()))
-        );
+        assert_eq!(run(&["check-config"], &[]), Ok(Command::CheckConfig(Settings::default())));
         assert!(error(&["check-config", "--port", "x"], &[]).starts_with("--port=x"));
     }
 
@@ -1828,10 +1559,7 @@ mod tests {
                 let _ = run(&[&flag, w], &[]);
                 let _ = run(&[&format!("{flag}={w}")], &[]);
                 let _ = run(&[], &[(key.env(), w)]);
-                let _ = run(
-                    &[],
-                    &[(key.env(), w), ("CONNECTORS_AMQP10_ENABLE", "false")],
-                );
+                let _ = run(&[], &[(key.env(), w), ("CONNECTORS_AMQP10_ENABLE", "false")]);
                 let file = TempFile::new(&format!("{} = {w}\n", key.spec().name));
                 let _ = run(&["--config", file.path()], &[]);
             }
@@ -1841,8 +1569,7 @@ mod tests {
             let _ = run(&[], &[("SLUICE_CONFIG", w)]);
         }
         // Invalid UTF-8 and multi-byte characters around a syntax error.
-        let path =
-            std::env::temp_dir().join(format!("sluice-config-test-{}-bin", std::process::id()));
+        let path = std::env::temp_dir().join(format!("sluice-config-test-{}-bin", std::process::id()));
         if std::fs::write(&path, [0xff, 0xfe, b'=', b'\n']).is_ok() {
             let _ = run(&["--config", &path.to_string_lossy()], &[]);
             let _ = std::fs::remove_file(&path);

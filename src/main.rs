@@ -1,8 +1,8 @@
 //! sluice: a thread-per-core AMQP 1.0 broker for Linux on glommio (io_uring).
 
+use sluice::admin;
 use sluice::config::{self, Command, LogFormat, Settings};
 use sluice::shard::{self, Global};
-use sluice::admin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +20,10 @@ fn main() {
         Command::Help(text) => println!("{text}"),
         Command::Version => println!("sluice {}", env!("CARGO_PKG_VERSION")),
         Command::CheckConfig(s) => {
-            println!("configuration is valid: {} shard(s), AMQP on {}:{}, admin on {}", s.shards, s.host, s.port, s.admin_addr);
+            println!(
+                "configuration is valid: {} shard(s), AMQP on {}:{}, admin on {}",
+                s.shards, s.host, s.port, s.admin_addr
+            );
         }
         Command::Run(s) => {
             init_logging(s.log_format);

@@ -1,1 +1,3 @@
-fn main() { println!("sluice-perf: scenarios arrive with the performance issue"); }
+fn main() {
+    println!("sluice-perf: scenarios arrive with the performance issue");
+}

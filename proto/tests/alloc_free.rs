@@ -9,8 +9,7 @@
 
 use sluice_proto::codec::{Decode, Decoder, Encode, Fields, Symbol, Value};
 use sluice_proto::types::{
-    DeliveryState, DeliveryTag, Disposition, Flow, Performative, Received, ReceiverSettleMode,
-    Role, Transfer,
+    DeliveryState, DeliveryTag, Disposition, Flow, Performative, Received, ReceiverSettleMode, Role, Transfer,
 };
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -100,18 +99,12 @@ fn the_counter_sees_allocations() {
         black_box(vec![1u8; 64]);
     });
     assert!(n >= 1);
-    let flow = Flow {
-        properties: Some(Fields(vec![(Symbol::new("k"), Value::string("v"))])),
-        ..full_flow()
-    };
+    let flow = Flow { properties: Some(Fields(vec![(Symbol::new("k"), Value::string("v"))])), ..full_flow() };
     let wire = flow.to_bytes().freeze();
     let n = allocations_during(|| {
         black_box(Flow::decode(&mut Decoder::new(black_box(&wire[..]))).unwrap());
     });
-    assert!(
-        n >= 2,
-        "only {n} allocations counted for a FLOW with properties"
-    );
+    assert!(n >= 2, "only {n} allocations counted for a FLOW with properties");
 }
 
 #[test]
@@ -146,10 +139,7 @@ fn flow_with_a_symbolic_descriptor_decodes_without_allocating() {
         }
     });
     assert_eq!(n, 0);
-    assert_eq!(
-        Performative::decode_exact(&wire).unwrap(),
-        Performative::Flow(full_flow())
-    );
+    assert_eq!(Performative::decode_exact(&wire).unwrap(), Performative::Flow(full_flow()));
 }
 
 #[test]
@@ -164,10 +154,7 @@ fn transfer_decode_does_not_allocate() {
             settled: Some(false),
             more: Some(true),
             rcv_settle_mode: Some(ReceiverSettleMode::Second),
-            state: Some(DeliveryState::Received(Received {
-                section_number: 2,
-                section_offset: 1 << 40,
-            })),
+            state: Some(DeliveryState::Received(Received { section_number: 2, section_offset: 1 << 40 })),
             resume: Some(true),
             aborted: Some(false),
             batchable: Some(true),

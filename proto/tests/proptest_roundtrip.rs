@@ -11,10 +11,9 @@ use sluice_proto::codec::{
     Decode, Decoder, Described, Descriptor, Encode, Fields, Symbol, Symbols, Timestamp, Uuid, Value,
 };
 use sluice_proto::types::{
-    Accepted, Attach, AttachTarget, Begin, Body, Close, Coordinator, DeliveryState, DeliveryTag,
-    Detach, Disposition, End, Error, Flow, Header, Message, Modified, Open, Performative,
-    Properties, RawMessage, Received, ReceiverSettleMode, Rejected, Released, Role, SaslFrame,
-    SenderSettleMode, Source, Target, Transfer,
+    Accepted, Attach, AttachTarget, Begin, Body, Close, Coordinator, DeliveryState, DeliveryTag, Detach, Disposition,
+    End, Error, Flow, Header, Message, Modified, Open, Performative, Properties, RawMessage, Received,
+    ReceiverSettleMode, Rejected, Released, Role, SaslFrame, SenderSettleMode, Source, Target, Transfer,
 };
 use std::fmt::Debug;
 
@@ -61,10 +60,7 @@ fn symbol() -> impl Strategy<Value = Symbol> + Clone {
 }
 
 fn descriptor() -> impl Strategy<Value = Descriptor> + Clone {
-    prop_oneof![
-        ulong().prop_map(Descriptor::Code),
-        symbol().prop_map(Descriptor::Symbol)
-    ]
+    prop_oneof![ulong().prop_map(Descriptor::Code), symbol().prop_map(Descriptor::Symbol)]
 }
 
 fn described(descriptor: Descriptor, value: Value) -> Value {
@@ -105,9 +101,7 @@ fn array_of<S>(element: S, wrap: fn(S::Value) -> Value) -> BoxedStrategy<Value>
 where
     S: Strategy + 'static,
 {
-    vec(element, 0..6)
-        .prop_map(move |items| Value::Array(items.into_iter().map(wrap).collect()))
-        .boxed()
+    vec(element, 0..6).prop_map(move |items| Value::Array(items.into_iter().map(wrap).collect())).boxed()
 }
 
 /// Homogeneous arrays of one primitive type (never null: an array of zero-width
@@ -142,9 +136,7 @@ fn primitive_array() -> BoxedStrategy<Value> {
 fn described_array() -> BoxedStrategy<Value> {
     (descriptor(), primitive_array())
         .prop_map(|(d, array)| match array {
-            Value::Array(items) => {
-                Value::Array(items.into_iter().map(|v| described(d.clone(), v)).collect())
-            }
+            Value::Array(items) => Value::Array(items.into_iter().map(|v| described(d.clone(), v)).collect()),
             other => other,
         })
         .boxed()
@@ -161,17 +153,10 @@ fn value() -> BoxedStrategy<Value> {
                 (descriptor(), inner.clone()).prop_map(|(d, v)| described(d, v)),
                 // arrays of compound values
                 vec(vec(inner.clone(), 0..4).prop_map(Value::List), 0..4).prop_map(Value::Array),
-                vec(
-                    vec((inner.clone(), inner.clone()), 0..3).prop_map(Value::Map),
-                    0..4
-                )
-                .prop_map(Value::Array),
+                vec(vec((inner.clone(), inner.clone()), 0..3).prop_map(Value::Map), 0..4).prop_map(Value::Array),
                 vec(primitive_array(), 0..4).prop_map(Value::Array),
                 (descriptor(), vec(vec(inner, 0..3), 0..3)).prop_map(|(d, lists)| Value::Array(
-                    lists
-                        .into_iter()
-                        .map(|l| described(d.clone(), Value::List(l)))
-                        .collect()
+                    lists.into_iter().map(|l| described(d.clone(), Value::List(l))).collect()
                 )),
             ]
         })
@@ -191,11 +176,7 @@ fn fields() -> BoxedStrategy<Fields> {
 
 fn error() -> BoxedStrategy<Error> {
     (symbol(), option::of(text()), option::of(fields()))
-        .prop_map(|(condition, description, info)| Error {
-            condition,
-            description,
-            info,
-        })
+        .prop_map(|(condition, description, info)| Error { condition, description, info })
         .boxed()
 }
 
@@ -204,18 +185,11 @@ fn role() -> impl Strategy<Value = Role> + Clone {
 }
 
 fn snd_settle_mode() -> impl Strategy<Value = SenderSettleMode> + Clone {
-    prop_oneof![
-        Just(SenderSettleMode::Unsettled),
-        Just(SenderSettleMode::Settled),
-        Just(SenderSettleMode::Mixed)
-    ]
+    prop_oneof![Just(SenderSettleMode::Unsettled), Just(SenderSettleMode::Settled), Just(SenderSettleMode::Mixed)]
 }
 
 fn rcv_settle_mode() -> impl Strategy<Value = ReceiverSettleMode> + Clone {
-    prop_oneof![
-        Just(ReceiverSettleMode::First),
-        Just(ReceiverSettleMode::Second)
-    ]
+    prop_oneof![Just(ReceiverSettleMode::First), Just(ReceiverSettleMode::Second)]
 }
 
 fn delivery_tag() -> impl Strategy<Value = DeliveryTag> + Clone {
@@ -225,34 +199,19 @@ fn delivery_tag() -> impl Strategy<Value = DeliveryTag> + Clone {
 fn delivery_state() -> BoxedStrategy<DeliveryState> {
     prop_oneof![
         (uint(), ulong()).prop_map(|(section_number, section_offset)| {
-            DeliveryState::Received(Received {
-                section_number,
-                section_offset,
-            })
+            DeliveryState::Received(Received { section_number, section_offset })
         }),
         Just(DeliveryState::Accepted),
         option::of(error()).prop_map(|error| DeliveryState::Rejected(Rejected { error })),
         Just(DeliveryState::Released),
-        (
-            option::of(any::<bool>()),
-            option::of(any::<bool>()),
-            option::of(fields())
-        )
-            .prop_map(
-                |(delivery_failed, undeliverable_here, message_annotations)| {
-                    DeliveryState::Modified(Modified {
-                        delivery_failed,
-                        undeliverable_here,
-                        message_annotations,
-                    })
-                }
-            ),
+        (option::of(any::<bool>()), option::of(any::<bool>()), option::of(fields())).prop_map(
+            |(delivery_failed, undeliverable_here, message_annotations)| {
+                DeliveryState::Modified(Modified { delivery_failed, undeliverable_here, message_annotations })
+            }
+        ),
         // transactional states (declared 0x33, transactional-state 0x34, ...)
         (0x30u64..=0x3f, vec(value(), 0..3)).prop_map(|(code, items)| {
-            DeliveryState::Other(Box::new(described(
-                Descriptor::Code(code),
-                Value::List(items),
-            )))
+            DeliveryState::Other(Box::new(described(Descriptor::Code(code), Value::List(items))))
         }),
     ]
     .boxed()
@@ -260,23 +219,9 @@ fn delivery_state() -> BoxedStrategy<DeliveryState> {
 
 fn source() -> BoxedStrategy<Source> {
     (
-        (
-            option::of(text()),
-            option::of(uint()),
-            option::of(symbol()),
-            option::of(uint()),
-        ),
-        (
-            option::of(any::<bool>()),
-            option::of(fields()),
-            option::of(symbol()),
-            option::of(fields()),
-        ),
-        (
-            option::of(delivery_state()),
-            option::of(symbols()),
-            option::of(symbols()),
-        ),
+        (option::of(text()), option::of(uint()), option::of(symbol()), option::of(uint())),
+        (option::of(any::<bool>()), option::of(fields()), option::of(symbol()), option::of(fields())),
+        (option::of(delivery_state()), option::of(symbols()), option::of(symbols())),
     )
         .prop_map(
             |(
@@ -310,25 +255,15 @@ fn target() -> BoxedStrategy<Target> {
         option::of(fields()),
         option::of(symbols()),
     )
-        .prop_map(
-            |(
-                address,
-                durable,
-                expiry_policy,
-                timeout,
-                dynamic,
-                dynamic_node_properties,
-                capabilities,
-            )| Target {
-                address,
-                durable,
-                expiry_policy,
-                timeout,
-                dynamic,
-                dynamic_node_properties,
-                capabilities,
-            },
-        )
+        .prop_map(|(address, durable, expiry_policy, timeout, dynamic, dynamic_node_properties, capabilities)| Target {
+            address,
+            durable,
+            expiry_policy,
+            timeout,
+            dynamic,
+            dynamic_node_properties,
+            capabilities,
+        })
         .boxed()
 }
 
@@ -342,19 +277,8 @@ fn attach_target() -> BoxedStrategy<AttachTarget> {
 
 fn open() -> BoxedStrategy<Open> {
     (
-        (
-            text(),
-            option::of(text()),
-            option::of(uint()),
-            option::of(any::<u16>()),
-            option::of(uint()),
-        ),
-        (
-            option::of(symbols()),
-            option::of(symbols()),
-            option::of(symbols()),
-            option::of(symbols()),
-        ),
+        (text(), option::of(text()), option::of(uint()), option::of(any::<u16>()), option::of(uint())),
+        (option::of(symbols()), option::of(symbols()), option::of(symbols()), option::of(symbols())),
         option::of(fields()),
     )
         .prop_map(
@@ -429,28 +353,10 @@ fn attach() -> BoxedStrategy<Attach> {
         )
     });
     (
-        (
-            text(),
-            uint(),
-            role(),
-            option::of(snd_settle_mode()),
-            option::of(rcv_settle_mode()),
-        ),
-        (
-            option::of(source()),
-            option::of(attach_target()),
-            option::of(unsettled),
-        ),
-        (
-            option::of(any::<bool>()),
-            option::of(uint()),
-            option::of(ulong()),
-        ),
-        (
-            option::of(symbols()),
-            option::of(symbols()),
-            option::of(fields()),
-        ),
+        (text(), uint(), role(), option::of(snd_settle_mode()), option::of(rcv_settle_mode())),
+        (option::of(source()), option::of(attach_target()), option::of(unsettled)),
+        (option::of(any::<bool>()), option::of(uint()), option::of(ulong())),
+        (option::of(symbols()), option::of(symbols()), option::of(fields())),
     )
         .prop_map(
             |(
@@ -481,17 +387,8 @@ fn attach() -> BoxedStrategy<Attach> {
 fn flow() -> BoxedStrategy<Flow> {
     (
         (option::of(uint()), uint(), uint(), uint()),
-        (
-            option::of(uint()),
-            option::of(uint()),
-            option::of(uint()),
-            option::of(uint()),
-        ),
-        (
-            option::of(any::<bool>()),
-            option::of(any::<bool>()),
-            option::of(fields()),
-        ),
+        (option::of(uint()), option::of(uint()), option::of(uint()), option::of(uint())),
+        (option::of(any::<bool>()), option::of(any::<bool>()), option::of(fields())),
     )
         .prop_map(
             |(
@@ -517,23 +414,9 @@ fn flow() -> BoxedStrategy<Flow> {
 
 fn transfer() -> BoxedStrategy<Transfer> {
     (
-        (
-            uint(),
-            option::of(uint()),
-            option::of(delivery_tag()),
-            option::of(uint()),
-        ),
-        (
-            option::of(any::<bool>()),
-            option::of(any::<bool>()),
-            option::of(rcv_settle_mode()),
-        ),
-        (
-            option::of(delivery_state()),
-            option::of(any::<bool>()),
-            option::of(any::<bool>()),
-            option::of(any::<bool>()),
-        ),
+        (uint(), option::of(uint()), option::of(delivery_tag()), option::of(uint())),
+        (option::of(any::<bool>()), option::of(any::<bool>()), option::of(rcv_settle_mode())),
+        (option::of(delivery_state()), option::of(any::<bool>()), option::of(any::<bool>()), option::of(any::<bool>())),
     )
         .prop_map(
             |(
@@ -566,16 +449,14 @@ fn disposition() -> BoxedStrategy<Disposition> {
         option::of(delivery_state()),
         option::of(any::<bool>()),
     )
-        .prop_map(
-            |(role, first, last, settled, state, batchable)| Disposition {
-                role,
-                first,
-                last,
-                settled,
-                state,
-                batchable,
-            },
-        )
+        .prop_map(|(role, first, last, settled, state, batchable)| Disposition {
+            role,
+            first,
+            last,
+            settled,
+            state,
+            batchable,
+        })
         .boxed()
 }
 
@@ -587,13 +468,8 @@ fn performative() -> BoxedStrategy<Performative> {
         flow().prop_map(Performative::Flow),
         transfer().prop_map(Performative::Transfer),
         disposition().prop_map(Performative::Disposition),
-        (uint(), option::of(any::<bool>()), option::of(error())).prop_map(
-            |(handle, closed, error)| Performative::Detach(Detach {
-                handle,
-                closed,
-                error
-            })
-        ),
+        (uint(), option::of(any::<bool>()), option::of(error()))
+            .prop_map(|(handle, closed, error)| Performative::Detach(Detach { handle, closed, error })),
         option::of(error()).prop_map(|error| Performative::End(End { error })),
         option::of(error()).prop_map(|error| Performative::Close(Close { error })),
     ]
@@ -618,33 +494,17 @@ fn message() -> BoxedStrategy<Message> {
         option::of(any::<bool>()),
         option::of(uint()),
     )
-        .prop_map(
-            |(durable, priority, ttl, first_acquirer, delivery_count)| Header {
-                durable,
-                priority,
-                ttl,
-                first_acquirer,
-                delivery_count,
-            },
-        );
+        .prop_map(|(durable, priority, ttl, first_acquirer, delivery_count)| Header {
+            durable,
+            priority,
+            ttl,
+            first_acquirer,
+            delivery_count,
+        });
     let properties = (
-        (
-            option::of(message_id()),
-            option::of(binary()),
-            option::of(text()),
-            option::of(text()),
-        ),
-        (
-            option::of(text()),
-            option::of(message_id()),
-            option::of(symbol()),
-            option::of(symbol()),
-        ),
-        (
-            option::of(any::<i64>()),
-            option::of(any::<i64>()),
-            option::of(text()),
-        ),
+        (option::of(message_id()), option::of(binary()), option::of(text()), option::of(text())),
+        (option::of(text()), option::of(message_id()), option::of(symbol()), option::of(symbol())),
+        (option::of(any::<i64>()), option::of(any::<i64>()), option::of(text())),
         (option::of(uint()), option::of(text())),
     )
         .prop_map(
@@ -682,15 +542,13 @@ fn message() -> BoxedStrategy<Message> {
         option::of(vec((text(), value()), 0..3)),
         body,
     )
-        .prop_map(
-            |(header, message_annotations, properties, application_properties, body)| Message {
-                header,
-                message_annotations,
-                properties,
-                application_properties,
-                body,
-            },
-        )
+        .prop_map(|(header, message_annotations, properties, application_properties, body)| Message {
+            header,
+            message_annotations,
+            properties,
+            application_properties,
+            body,
+        })
         .boxed()
 }
 
@@ -703,8 +561,7 @@ where
     T: for<'a> Decode<'a> + Encode + PartialEq + Debug,
 {
     let bytes = x.to_bytes();
-    let decoded = T::decode_exact(&bytes)
-        .map_err(|e| TestCaseError::fail(format!("decode failed: {e:?}")))?;
+    let decoded = T::decode_exact(&bytes).map_err(|e| TestCaseError::fail(format!("decode failed: {e:?}")))?;
     prop_assert_eq!(&decoded, x);
     prop_assert_eq!(decoded.to_bytes(), bytes);
     Ok(())
@@ -718,8 +575,8 @@ where
     T: for<'a> Decode<'a> + Encode + Debug,
 {
     let bytes = y.to_bytes();
-    let again = T::decode_exact(&bytes)
-        .map_err(|e| TestCaseError::fail(format!("re-decode failed: {e:?} for {y:?}")))?;
+    let again =
+        T::decode_exact(&bytes).map_err(|e| TestCaseError::fail(format!("re-decode failed: {e:?} for {y:?}")))?;
     prop_assert_eq!(again.to_bytes(), bytes);
     Ok(())
 }

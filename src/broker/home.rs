@@ -434,13 +434,21 @@ impl EventsChan {
                 continue;
             }
             let rr = self.group_rr.entry(g).or_insert(0);
-            let pick = (0..members.len()).map(|k| members[(*rr + k) % members.len()]).find(|i| self.subs[*i].credit.credit > 0);
+            let pick = (0..members.len())
+                .map(|k| members[(*rr + k) % members.len()])
+                .find(|i| self.subs[*i].credit.credit > 0);
             *rr = rr.wrapping_add(1);
             match pick {
                 Some(i) => {
                     let s = &mut self.subs[i];
                     s.credit.take();
-                    out.push(ShardMsg::Deliver { sub: s.sub, token: 0, msg: msg.clone(), receive_count: 0, settled: true });
+                    out.push(ShardMsg::Deliver {
+                        sub: s.sub,
+                        token: 0,
+                        msg: msg.clone(),
+                        receive_count: 0,
+                        settled: true,
+                    });
                 }
                 None => stats.events_dropped_no_credit += 1,
             }

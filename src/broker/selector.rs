@@ -47,9 +47,7 @@
 use std::borrow::Cow;
 use std::cmp::Ordering;
 
-use sqlparser::ast::{
-    BinaryOperator, Expr, FunctionArguments, InTarget, ObjectNamePart, UnaryOperator, Value,
-};
+use sqlparser::ast::{BinaryOperator, Expr, FunctionArguments, InTarget, ObjectNamePart, UnaryOperator, Value};
 use sqlparser::dialect::GenericDialect;
 use sqlparser::parser::{Parser, ParserError};
 use sqlparser::tokenizer::{Token, Tokenizer, Whitespace};
@@ -153,26 +151,10 @@ enum Node {
     Cmp(CmpOp, Box<Node>, Box<Node>),
     Arith(ArithOp, Box<Node>, Box<Node>),
     Neg(Box<Node>),
-    Between {
-        expr: Box<Node>,
-        low: Box<Node>,
-        high: Box<Node>,
-        negated: bool,
-    },
-    In {
-        ident: String,
-        list: Vec<String>,
-        negated: bool,
-    },
-    Like {
-        ident: String,
-        pattern: LikePattern,
-        negated: bool,
-    },
-    IsNull {
-        ident: String,
-        negated: bool,
-    },
+    Between { expr: Box<Node>, low: Box<Node>, high: Box<Node>, negated: bool },
+    In { ident: String, list: Vec<String>, negated: bool },
+    Like { ident: String, pattern: LikePattern, negated: bool },
+    IsNull { ident: String, negated: bool },
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -220,9 +202,7 @@ impl Ty {
 
 fn parse_selector(text: &str) -> Result<Selector, String> {
     if text.len() > MAX_SELECTOR_BYTES {
-        return Err(format!(
-            "selector is longer than {MAX_SELECTOR_BYTES} bytes"
-        ));
+        return Err(format!("selector is longer than {MAX_SELECTOR_BYTES} bytes"));
     }
     if text.trim().is_empty() {
         return Err("selector is empty".to_owned());
@@ -232,14 +212,11 @@ fn parse_selector(text: &str) -> Result<Selector, String> {
     }
 
     let dialect = GenericDialect {};
-    let tokens = Tokenizer::new(&dialect, text)
-        .tokenize_with_location()
-        .map_err(|e| format!("syntax error: {e}"))?;
+    let tokens = Tokenizer::new(&dialect, text).tokenize_with_location().map_err(|e| format!("syntax error: {e}"))?;
     check_tokens(tokens.iter().map(|t| &t.token))?;
 
-    let mut parser = Parser::new(&dialect)
-        .with_recursion_limit(PARSER_RECURSION_LIMIT)
-        .with_tokens_with_locations(tokens);
+    let mut parser =
+        Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_LIMIT).with_tokens_with_locations(tokens);
     let expr = parser.parse_expr().map_err(parser_error)?;
     let next = parser.peek_token();
     if next.token != Token::EOF {
@@ -249,10 +226,7 @@ fn parse_selector(text: &str) -> Result<Selector, String> {
     let mut conv = Converter { nodes: 0 };
     let (root, ty) = conv.convert(&expr)?;
     if !matches!(ty, Ty::Bool | Ty::Any) {
-        return Err(format!(
-            "selector must be a boolean expression, not {}",
-            ty.name()
-        ));
+        return Err(format!("selector must be a boolean expression, not {}", ty.name()));
     }
     Ok(Selector { root })
 }
@@ -288,9 +262,7 @@ fn check_tokens<'a>(tokens: impl Iterator<Item = &'a Token>) -> Result<(), Strin
             Token::LParen => {
                 depth += 1;
                 if depth > MAX_PAREN_DEPTH {
-                    return Err(format!(
-                        "selector nests parentheses more than {MAX_PAREN_DEPTH} deep"
-                    ));
+                    return Err(format!("selector nests parentheses more than {MAX_PAREN_DEPTH} deep"));
                 }
             }
             Token::RParen => depth = depth.saturating_sub(1),
@@ -383,31 +355,16 @@ impl Converter {
             }
             Expr::UnaryOp { op, expr: inner } => self.unary(*op, inner),
             Expr::BinaryOp { left, op, right } => self.binary(left, op, right),
-            Expr::Between {
-                expr: inner,
-                negated,
-                low,
-                high,
-            } => {
+            Expr::Between { expr: inner, negated, low, high } => {
                 let expr = self.numeric(inner, "BETWEEN")?;
                 let low = self.numeric(low, "BETWEEN")?;
                 let high = self.numeric(high, "BETWEEN")?;
                 Ok((
-                    Node::Between {
-                        expr: Box::new(expr),
-                        low: Box::new(low),
-                        high: Box::new(high),
-                        negated: *negated,
-                    },
+                    Node::Between { expr: Box::new(expr), low: Box::new(low), high: Box::new(high), negated: *negated },
                     Ty::Bool,
                 ))
             }
-            Expr::In {
-                expr: inner,
-                target,
-                negated,
-                global: false,
-            } => {
+            Expr::In { expr: inner, target, negated, global: false } => {
                 let ident = self.operand_ident(inner, "IN")?;
                 let InTarget::List(items) = target else {
                     return Err("IN requires a list of string literals".to_owned());
@@ -415,37 +372,20 @@ impl Converter {
                 let mut list = Vec::with_capacity(items.len());
                 for item in items {
                     self.count()?;
-                    list.push(
-                        string_literal(item)
-                            .ok_or_else(|| "IN requires a list of string literals".to_owned())?,
-                    );
+                    list.push(string_literal(item).ok_or_else(|| "IN requires a list of string literals".to_owned())?);
                 }
-                Ok((
-                    Node::In {
-                        ident,
-                        list,
-                        negated: *negated,
-                    },
-                    Ty::Bool,
-                ))
+                Ok((Node::In { ident, list, negated: *negated }, Ty::Bool))
             }
-            Expr::Like {
-                negated,
-                any: false,
-                expr: inner,
-                pattern,
-                escape_char,
-            } => {
+            Expr::Like { negated, any: false, expr: inner, pattern, escape_char } => {
                 let ident = self.operand_ident(inner, "LIKE")?;
                 self.count()?;
-                let pattern = string_literal(pattern)
-                    .ok_or_else(|| "LIKE requires a string literal pattern".to_owned())?;
+                let pattern =
+                    string_literal(pattern).ok_or_else(|| "LIKE requires a string literal pattern".to_owned())?;
                 let escape = match escape_char {
                     None => None,
                     Some(esc) => {
                         self.count()?;
-                        let esc = string_literal(esc)
-                            .ok_or_else(|| "ESCAPE requires a string literal".to_owned())?;
+                        let esc = string_literal(esc).ok_or_else(|| "ESCAPE requires a string literal".to_owned())?;
                         let mut chars = esc.chars();
                         match (chars.next(), chars.next()) {
                             (Some(c), None) => Some(c),
@@ -454,23 +394,13 @@ impl Converter {
                     }
                 };
                 Ok((
-                    Node::Like {
-                        ident,
-                        pattern: LikePattern::compile(&pattern, escape)?,
-                        negated: *negated,
-                    },
+                    Node::Like { ident, pattern: LikePattern::compile(&pattern, escape)?, negated: *negated },
                     Ty::Bool,
                 ))
             }
             Expr::IsNull(inner) | Expr::IsNotNull(inner) => {
                 let ident = self.operand_ident(inner, "IS NULL")?;
-                Ok((
-                    Node::IsNull {
-                        ident,
-                        negated: matches!(expr, Expr::IsNotNull(_)),
-                    },
-                    Ty::Bool,
-                ))
+                Ok((Node::IsNull { ident, negated: matches!(expr, Expr::IsNotNull(_)) }, Ty::Bool))
             }
             other => Err(unsupported(other)),
         }
@@ -498,12 +428,7 @@ impl Converter {
         }
     }
 
-    fn binary(
-        &mut self,
-        left: &Expr,
-        op: &BinaryOperator,
-        right: &Expr,
-    ) -> Result<(Node, Ty), String> {
+    fn binary(&mut self, left: &Expr, op: &BinaryOperator, right: &Expr) -> Result<(Node, Ty), String> {
         let arith = |op: &BinaryOperator| -> Option<ArithOp> {
             Some(match op {
                 BinaryOperator::Plus => ArithOp::Add,
@@ -526,18 +451,10 @@ impl Converter {
         };
         match op {
             BinaryOperator::And | BinaryOperator::Or => {
-                let what = if *op == BinaryOperator::And {
-                    "AND"
-                } else {
-                    "OR"
-                };
+                let what = if *op == BinaryOperator::And { "AND" } else { "OR" };
                 let l = Box::new(self.boolean(left, what)?);
                 let r = Box::new(self.boolean(right, what)?);
-                let node = if *op == BinaryOperator::And {
-                    Node::And(l, r)
-                } else {
-                    Node::Or(l, r)
-                };
+                let node = if *op == BinaryOperator::And { Node::And(l, r) } else { Node::Or(l, r) };
                 Ok((node, Ty::Bool))
             }
             _ => {
@@ -554,10 +471,7 @@ impl Converter {
                 let ordering = !matches!(c, CmpOp::Eq | CmpOp::Ne);
                 for ty in [lt, rt] {
                     if ordering && matches!(ty, Ty::Str | Ty::Bool) {
-                        return Err(format!(
-                            "'{op}' cannot compare {}; only '=' and '<>' can",
-                            ty.name()
-                        ));
+                        return Err(format!("'{op}' cannot compare {}; only '=' and '<>' can", ty.name()));
                     }
                 }
                 if lt != Ty::Any && rt != Ty::Any && lt != rt {
@@ -573,10 +487,7 @@ impl Converter {
         let (node, ty) = self.convert(expr)?;
         match ty {
             Ty::Bool | Ty::Any => Ok(node),
-            other => Err(format!(
-                "{what} needs a boolean operand, not {}",
-                other.name()
-            )),
+            other => Err(format!("{what} needs a boolean operand, not {}", other.name())),
         }
     }
 
@@ -585,10 +496,7 @@ impl Converter {
         let (node, ty) = self.convert(expr)?;
         match ty {
             Ty::Num | Ty::Any => Ok(node),
-            other => Err(format!(
-                "{what} needs a numeric operand, not {}",
-                other.name()
-            )),
+            other => Err(format!("{what} needs a numeric operand, not {}", other.name())),
         }
     }
 
@@ -632,9 +540,7 @@ fn ident_name(expr: &Expr) -> Option<String> {
         _ => return None,
     };
     let mut chars = name.chars();
-    let start_ok = chars
-        .next()
-        .is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$');
+    let start_ok = chars.next().is_some_and(|c| c.is_alphabetic() || c == '_' || c == '$');
     (start_ok && chars.all(|c| c.is_alphanumeric() || c == '_' || c == '$')).then(|| name.clone())
 }
 
@@ -655,9 +561,7 @@ fn literal(value: &Value, negative: bool) -> Result<SelectorValue, String> {
         Value::Boolean(b) => Ok(SelectorValue::Bool(*b)),
         Value::Null => Err("NULL is only allowed in IS [NOT] NULL".to_owned()),
         Value::Placeholder(_) => Err("parameter placeholders are not supported".to_owned()),
-        Value::DoubleQuotedString(_) => {
-            Err("double-quoted strings are not supported; use single quotes".to_owned())
-        }
+        Value::DoubleQuotedString(_) => Err("double-quoted strings are not supported; use single quotes".to_owned()),
         _ => Err("unsupported literal; use 'string', numbers, TRUE or FALSE".to_owned()),
     }
 }
@@ -668,9 +572,7 @@ fn number_literal(text: &str, long_suffix: bool, negative: bool) -> Result<Selec
         if long_suffix {
             return Err(format!("invalid numeric literal '{text}L'"));
         }
-        let v: f64 = text
-            .parse()
-            .map_err(|_| format!("invalid numeric literal '{text}'"))?;
+        let v: f64 = text.parse().map_err(|_| format!("invalid numeric literal '{text}'"))?;
         if !v.is_finite() {
             return Err(format!("numeric literal '{text}' is out of range"));
         }
@@ -679,15 +581,8 @@ fn number_literal(text: &str, long_suffix: bool, negative: bool) -> Result<Selec
         if !text.bytes().all(|b| b.is_ascii_digit()) {
             return Err(format!("invalid numeric literal '{text}'"));
         }
-        let signed = if negative {
-            Cow::Owned(format!("-{text}"))
-        } else {
-            Cow::Borrowed(text)
-        };
-        signed
-            .parse::<i64>()
-            .map(SelectorValue::Int)
-            .map_err(|_| format!("integer literal '{signed}' is out of range"))
+        let signed = if negative { Cow::Owned(format!("-{text}")) } else { Cow::Borrowed(text) };
+        signed.parse::<i64>().map(SelectorValue::Int).map_err(|_| format!("integer literal '{signed}' is out of range"))
     }
 }
 
@@ -788,10 +683,7 @@ impl LikePattern {
 /// Whether `seg` matches `text` starting at `at` (bounds-checked).
 fn segment_at(text: &[char], at: usize, seg: &[Option<char>]) -> bool {
     match text.get(at..at.saturating_add(seg.len())) {
-        Some(window) => window
-            .iter()
-            .zip(seg)
-            .all(|(t, p)| p.is_none() || *p == Some(*t)),
+        Some(window) => window.iter().zip(seg).all(|(t, p)| p.is_none() || *p == Some(*t)),
         None => false,
     }
 }
@@ -885,42 +777,22 @@ fn eval_bool(node: &Node, msg: &dyn SelectorSource) -> Tri {
             (Some(lv), Some(rv)) => compare(*op, &lv, &rv),
             _ => Tri::Unknown,
         },
-        Node::Between {
-            expr,
-            low,
-            high,
-            negated,
-        } => {
-            let (Some(v), Some(lo), Some(hi)) = (
-                eval_value(expr, msg),
-                eval_value(low, msg),
-                eval_value(high, msg),
-            ) else {
+        Node::Between { expr, low, high, negated } => {
+            let (Some(v), Some(lo), Some(hi)) = (eval_value(expr, msg), eval_value(low, msg), eval_value(high, msg))
+            else {
                 return Tri::Unknown;
             };
-            compare(CmpOp::Ge, &v, &lo)
-                .and(compare(CmpOp::Le, &v, &hi))
-                .negate_if(*negated)
+            compare(CmpOp::Ge, &v, &lo).and(compare(CmpOp::Le, &v, &hi)).negate_if(*negated)
         }
-        Node::In {
-            ident,
-            list,
-            negated,
-        } => match msg.get(ident) {
+        Node::In { ident, list, negated } => match msg.get(ident) {
             Some(SelectorValue::Str(s)) => Tri::from_bool(list.contains(&s)).negate_if(*negated),
             _ => Tri::Unknown,
         },
-        Node::Like {
-            ident,
-            pattern,
-            negated,
-        } => match msg.get(ident) {
+        Node::Like { ident, pattern, negated } => match msg.get(ident) {
             Some(SelectorValue::Str(s)) => Tri::from_bool(pattern.matches(&s)).negate_if(*negated),
             _ => Tri::Unknown,
         },
-        Node::IsNull { ident, negated } => {
-            Tri::from_bool(msg.get(ident).is_none()).negate_if(*negated)
-        }
+        Node::IsNull { ident, negated } => Tri::from_bool(msg.get(ident).is_none()).negate_if(*negated),
         Node::Lit(SelectorValue::Bool(b)) => Tri::from_bool(*b),
         Node::Ident(name) => match msg.get(name) {
             Some(SelectorValue::Bool(b)) => Tri::from_bool(b),
@@ -1252,11 +1124,7 @@ mod tests {
 
     #[test]
     fn int_float_cross_comparisons() {
-        let m = empty()
-            .i("n", 5)
-            .f("five", 5.0)
-            .i("big", i64::MAX)
-            .f("x", 5.5);
+        let m = empty().i("n", 5).f("five", 5.0).i("big", i64::MAX).f("x", 5.5);
         yes("n = 5.0", &m);
         yes("five = 5", &m);
         yes("n = five", &m);
@@ -1509,12 +1377,7 @@ mod tests {
 
     #[test]
     fn like_wildcards() {
-        let m = empty()
-            .s("s", "hello world")
-            .s("e", "")
-            .s("u", "größe")
-            .s("p", "50%")
-            .s("us", "a_b");
+        let m = empty().s("s", "hello world").s("e", "").s("u", "größe").s("p", "50%").s("us", "a_b");
         yes("s LIKE 'hello world'", &m);
         yes("s LIKE 'hello%'", &m);
         yes("s LIKE '%world'", &m);
@@ -1554,13 +1417,8 @@ mod tests {
 
     #[test]
     fn like_escape() {
-        let m = empty()
-            .s("p", "50%")
-            .s("q", "50 percent")
-            .s("u", "a_b")
-            .s("v", "axb")
-            .s("bs", "c:\\dir")
-            .s("bang", "wow!");
+        let m =
+            empty().s("p", "50%").s("q", "50 percent").s("u", "a_b").s("v", "axb").s("bs", "c:\\dir").s("bang", "wow!");
         yes("p LIKE '50!%' ESCAPE '!'", &m);
         no("q LIKE '50!%' ESCAPE '!'", &m);
         yes("q LIKE '50%' ESCAPE '!'", &m);
@@ -1670,10 +1528,7 @@ mod tests {
             .i("date", 4)
             .i("count", 5);
         yes("user = 'bob'", &k);
-        yes(
-            "user IN ('bob') AND user LIKE 'b%' AND user IS NOT NULL",
-            &k,
-        );
+        yes("user IN ('bob') AND user LIKE 'b%' AND user IS NOT NULL", &k);
         yes("current_date = 1 AND timestamp = 2 AND type = 't'", &k);
         yes("value + date + count = 12", &k);
         err("user() = 'bob'");
@@ -1708,10 +1563,7 @@ mod tests {
     #[test]
     fn keywords_are_case_insensitive_and_whitespace_is_free() {
         let m = empty().i("n", 5).s("s", "abc");
-        yes(
-            "n between 1 and 9 and s like 'a%' and s in ('abc') and s is not null",
-            &m,
-        );
+        yes("n between 1 and 9 and s like 'a%' and s in ('abc') and s is not null", &m);
         yes("not n<>5 or n=0", &m);
         yes("  n\t=\n5  ", &m);
         yes("(n=5)AND(s='abc')", &m);
@@ -1912,9 +1764,7 @@ mod tests {
         let mut parsed = 0;
         for _ in 0..4000 {
             let len = 1 + (next() % 14) as usize;
-            let text: Vec<&str> = (0..len)
-                .map(|_| VOCAB[(next() % VOCAB.len() as u64) as usize])
-                .collect();
+            let text: Vec<&str> = (0..len).map(|_| VOCAB[(next() % VOCAB.len() as u64) as usize]).collect();
             let text = text.join(" ");
             match Selector::parse(&text) {
                 Ok(s) => {

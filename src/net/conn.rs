@@ -487,7 +487,8 @@ impl Driver {
             return self.refuse(link, condition::NOT_IMPLEMENTED, "transactions are not supported");
         }
         let window = self.settings().effective_max_unsettled();
-        let mut ctx = self.new_ctx(channel, &attach.name, Role::Receiver, LinkKind::Produce { target: t.clone(), window });
+        let mut ctx =
+            self.new_ctx(channel, &attach.name, Role::Receiver, LinkKind::Produce { target: t.clone(), window });
         ctx.address = address;
         ctx.dynamic = matches!(&target, Some(t) if t.dynamic());
         match &t {
@@ -532,11 +533,13 @@ impl Driver {
         };
         let mut reply_source = source.clone();
         let props = attach.properties.clone().unwrap_or_default();
-        let group = props.get("x-opt-kubemq-group").and_then(Value::as_str).filter(|g| !g.is_empty()).map(str::to_owned);
+        let group =
+            props.get("x-opt-kubemq-group").and_then(Value::as_str).filter(|g| !g.is_empty()).map(str::to_owned);
         if source.dynamic() {
             let name = self.mint_node();
             reply_source.address = Some(name.clone());
-            let mut ctx = self.new_ctx(channel, &attach.name, Role::Sender, LinkKind::NodeConsume { node: name.clone() });
+            let mut ctx =
+                self.new_ctx(channel, &attach.name, Role::Sender, LinkKind::NodeConsume { node: name.clone() });
             ctx.address = name.clone();
             ctx.pattern = "dynamic".into();
             ctx.chan = name.clone();
@@ -547,7 +550,8 @@ impl Driver {
         if addr.is_empty() {
             return self.refuse(link, condition::NOT_FOUND, "missing source address");
         }
-        let key = match address::resolve(&addr, jms_hint(source.capabilities.as_ref()), self.settings().default_pattern) {
+        let key = match address::resolve(&addr, jms_hint(source.capabilities.as_ref()), self.settings().default_pattern)
+        {
             Ok(Node::Channel(k)) => k,
             Ok(Node::Responses(_)) => {
                 return self.refuse(link, condition::NOT_ALLOWED, "responses nodes cannot be consumed")
@@ -575,13 +579,15 @@ impl Driver {
                     Err(why) => return self.refuse(link, condition::INVALID_FIELD, format!("invalid selector: {why}")),
                 },
                 _ => {
-                    return self.refuse(link, condition::NOT_IMPLEMENTED, "selector filter not supported on this address")
+                    return self.refuse(
+                        link,
+                        condition::NOT_IMPLEMENTED,
+                        "selector filter not supported on this address",
+                    )
                 }
             }
         }
-        if key.pattern == Pattern::Queues
-            && source.distribution_mode.as_ref().is_some_and(|m| m.as_str() == "copy")
-        {
+        if key.pattern == Pattern::Queues && source.distribution_mode.as_ref().is_some_and(|m| m.as_str() == "copy") {
             return self.refuse(link, condition::INVALID_FIELD, "distribution-mode copy is not supported on queues");
         }
         let mut start = StartPos::NewOnly;
@@ -593,8 +599,8 @@ impl Driver {
                 }
             }
         }
-        let durable = key.pattern == Pattern::EventsStore
-            && source.expiry_policy.as_ref().is_some_and(|p| p.as_str() == "never");
+        let durable =
+            key.pattern == Pattern::EventsStore && source.expiry_policy.as_ref().is_some_and(|p| p.as_str() == "never");
         let durable_id = durable.then(|| durable_identity(&self.info.container_id, &attach.name));
         // Events and events-store deliver pre-settled; queues honour snd-settle-mode.
         let presettled = match key.pattern {
@@ -933,7 +939,7 @@ impl Driver {
         let result = match target {
             ProduceTarget::Channel(key) => self.publish(key, raw, msg, ack),
             ProduceTarget::Responses(id) => self.rpc_response(&id, msg, ack),
-            ProduceTarget::Node(n) => self.to_node(&n, msg, ack),
+            ProduceTarget::Node(n) => self.deliver_to_node(&n, msg, ack),
             ProduceTarget::Anonymous => {
                 let to = message::properties(&raw).to;
                 match to {
@@ -941,7 +947,7 @@ impl Driver {
                     Some(to) => match address::resolve(&to, None, self.settings().default_pattern) {
                         Ok(Node::Channel(key)) => self.publish(key, raw, msg, ack),
                         Ok(Node::Responses(id)) => self.rpc_response(&id, msg, ack),
-                        Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => self.to_node(&n, msg, ack),
+                        Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => self.deliver_to_node(&n, msg, ack),
                         Ok(Node::Dynamic(_)) => {
                             Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".to_owned()))
                         }
@@ -988,7 +994,8 @@ impl Driver {
     fn refuse_message(&mut self, link: LinkId, ack: Option<PublishAck>, (cond, why): Refusal) {
         match ack {
             Some(a) => {
-                let state = DeliveryState::Rejected(sluice_proto::types::Rejected { error: Some(Error::new(cond, why)) });
+                let state =
+                    DeliveryState::Rejected(sluice_proto::types::Rejected { error: Some(Error::new(cond, why)) });
                 self.engine.disposition(link, a.delivery_id, true, Some(state));
             }
             None => add(&self.shard.counters.transfers_in_dropped, 1),
@@ -1027,7 +1034,7 @@ impl Driver {
         }
     }
 
-    fn to_node(&mut self, node: &str, msg: Msg, ack: Option<PublishAck>) -> Result<(), Refusal> {
+    fn deliver_to_node(&mut self, node: &str, msg: Msg, ack: Option<PublishAck>) -> Result<(), Refusal> {
         let Some(n) = self.nodes.get_mut(node) else {
             return Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".into()));
         };
@@ -1061,7 +1068,12 @@ impl Driver {
 
     // ------------------------------------------------------------ RPC
 
-    fn rpc_request(&mut self, key: ChannelKey, raw: sluice_proto::types::RawMessage, ack: Option<PublishAck>) -> Result<(), Refusal> {
+    fn rpc_request(
+        &mut self,
+        key: ChannelKey,
+        raw: sluice_proto::types::RawMessage,
+        ack: Option<PublishAck>,
+    ) -> Result<(), Refusal> {
         let props = message::properties(&raw);
         let Some(reply_to) = props.reply_to.clone() else {
             return Err((condition::NOT_ALLOWED, "request missing reply-to".into()));
@@ -1091,12 +1103,13 @@ impl Driver {
         let deadline = now_ms() + timeout;
         let idx = if key.pattern == Pattern::Commands { 0 } else { 1 };
         add(&self.shard.counters.rpc_requests[idx], 1);
-        self.pending.insert(
-            request_id.clone(),
-            PendingRpc { node, correlation, pattern: key.pattern },
-        );
+        self.pending.insert(request_id.clone(), PendingRpc { node, correlation, pattern: key.pattern });
         self.deadlines.push(Reverse((deadline, request_id)));
-        self.shard.route(ShardMsg::RpcRequest { key, msg: Msg { payload, received_ms: now_ms() }, deadline_ms: deadline });
+        self.shard.route(ShardMsg::RpcRequest {
+            key,
+            msg: Msg { payload, received_ms: now_ms() },
+            deadline_ms: deadline,
+        });
         self.accept(ack);
         Ok(())
     }
@@ -1128,12 +1141,8 @@ impl Driver {
             .filter(|e| !e.is_empty());
         let executed = !matches!(executed_flag, Some(Value::Bool(false))) && error.is_none();
         let props = message::properties(&raw);
-        let reply_props = Properties {
-            correlation_id: p.correlation.clone(),
-            to: Some(p.node.clone()),
-            reply_to: None,
-            ..props
-        };
+        let reply_props =
+            Properties { correlation_id: p.correlation.clone(), to: Some(p.node.clone()), reply_to: None, ..props };
         let payload = match p.pattern {
             Pattern::Commands => {
                 let mut extra = vec![("x-opt-kubemq-executed", Value::Bool(executed))];
@@ -1150,7 +1159,7 @@ impl Driver {
                 message::rebuild(&raw, &reply_props, &[], true)
             }
         };
-        let _ = self.to_node(&p.node, Msg { payload, received_ms: now_ms() }, None);
+        let _ = self.deliver_to_node(&p.node, Msg { payload, received_ms: now_ms() }, None);
     }
 
     fn expire_rpc(&mut self) {
@@ -1163,7 +1172,11 @@ impl Driver {
             let Some(p) = self.pending.remove(&id) else { continue };
             if p.pattern == Pattern::Commands {
                 // Commands always answer: executed=false on timeout.
-                let props = Properties { correlation_id: p.correlation.clone(), to: Some(p.node.clone()), ..Default::default() };
+                let props = Properties {
+                    correlation_id: p.correlation.clone(),
+                    to: Some(p.node.clone()),
+                    ..Default::default()
+                };
                 let empty = sluice_proto::types::RawMessage::default();
                 let payload = message::rebuild(
                     &empty,
@@ -1174,7 +1187,7 @@ impl Driver {
                     ],
                     false,
                 );
-                let _ = self.to_node(&p.node, Msg { payload, received_ms: now }, None);
+                let _ = self.deliver_to_node(&p.node, Msg { payload, received_ms: now }, None);
             }
         }
     }

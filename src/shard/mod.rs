@@ -160,7 +160,9 @@ impl Shard {
                 // The link's Unsubscribe (sent when the connection ended) returns
                 // every unsettled delivery; nothing to do here.
             }
-            ShardMsg::RpcResponse { .. } => self.counters.rpc_late_responses.set(self.counters.rpc_late_responses.get() + 1),
+            ShardMsg::RpcResponse { .. } => {
+                self.counters.rpc_late_responses.set(self.counters.rpc_late_responses.get() + 1)
+            }
             _ => {}
         }
     }
@@ -195,7 +197,10 @@ pub fn run(global: Arc<Global>) -> std::io::Result<()> {
     Ok(())
 }
 
-async fn shard_main(mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>, global: Arc<Global>) -> std::io::Result<()> {
+async fn shard_main(
+    mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
+    global: Arc<Global>,
+) -> std::io::Result<()> {
     let shards = global.settings.shards;
     let (senders, mut receivers) = mesh.join().await.map_err(|_| std::io::Error::other("shard mesh join failed"))?;
     let id = senders.peer_id() as u16;

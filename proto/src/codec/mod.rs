@@ -411,11 +411,7 @@ impl<'a> Decoder<'a> {
             format::ULONG0 => Ok(0),
             format::SYM8 | format::SYM32 => {
                 let s = self.variable(code)?;
-                names
-                    .iter()
-                    .find(|(n, _)| n.as_bytes() == s)
-                    .map(|(_, c)| *c)
-                    .ok_or(DecodeError::UnknownDescriptor)
+                names.iter().find(|(n, _)| n.as_bytes() == s).map(|(_, c)| *c).ok_or(DecodeError::UnknownDescriptor)
             }
             found => Err(DecodeError::UnexpectedType { expected: "descriptor", found }),
         }
@@ -598,7 +594,7 @@ fn finish_compound(out: &mut BytesMut, at: usize, count: u32, code32: u8) {
         out.put_u8(format::LIST0);
         return;
     }
-    if body + 1 <= 255 && count <= 255 {
+    if body < 255 && count <= 255 {
         // compound8: code, size (count byte + body), count
         out.copy_within(at + 9.., at + 3);
         out.truncate(at + 3 + body);

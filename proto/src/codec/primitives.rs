@@ -1,9 +1,6 @@
 //! Primitive types (part 1, section 1.6) and the restricted types built on them.
 
-use super::{
-    begin_map, end_map, format, put_variable, Decode, DecodeError, DecodeResult, Decoder, Encode,
-    Value,
-};
+use super::{begin_map, end_map, format, put_variable, Decode, DecodeError, DecodeResult, Decoder, Encode, Value};
 use bytes::{BufMut, Bytes, BytesMut};
 
 #[inline]

@@ -35,10 +35,7 @@ fn hex(s: &str) -> Vec<u8> {
 
 /// Hex text of bytes (for readable assertion failures).
 fn hx(b: &[u8]) -> String {
-    b.iter()
-        .map(|b| format!("{b:02x}"))
-        .collect::<Vec<_>>()
-        .join(" ")
+    b.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(" ")
 }
 
 /// `bytes` decode to exactly `expected`, and `expected` (and the decoded value)
@@ -48,26 +45,13 @@ fn roundtrip_bytes<T>(wire: &[u8], expected: &T)
 where
     T: for<'a> Decode<'a> + Encode + PartialEq + Debug,
 {
-    let decoded =
-        T::decode_exact(wire).unwrap_or_else(|e| panic!("decode of {} failed: {e:?}", hx(wire)));
+    let decoded = T::decode_exact(wire).unwrap_or_else(|e| panic!("decode of {} failed: {e:?}", hx(wire)));
     assert_eq!(&decoded, expected, "decoded value of {}", hx(wire));
-    assert_eq!(
-        hx(&expected.to_bytes()),
-        hx(wire),
-        "encoding of the expected value"
-    );
-    assert_eq!(
-        hx(&decoded.to_bytes()),
-        hx(wire),
-        "re-encoding of the decoded value"
-    );
+    assert_eq!(hx(&expected.to_bytes()), hx(wire), "encoding of the expected value");
+    assert_eq!(hx(&decoded.to_bytes()), hx(wire), "re-encoding of the decoded value");
     // A strict prefix of a complete encoding is never a complete value.
     for n in 0..wire.len() {
-        assert!(
-            T::decode_exact(&wire[..n]).is_err(),
-            "prefix of {} bytes decoded",
-            n
-        );
+        assert!(T::decode_exact(&wire[..n]).is_err(), "prefix of {} bytes decoded", n);
     }
 }
 
@@ -86,8 +70,7 @@ where
     T: for<'a> Decode<'a> + PartialEq + Debug,
 {
     let wire = hex(hex_str);
-    let decoded =
-        T::decode_exact(&wire).unwrap_or_else(|e| panic!("decode of {} failed: {e:?}", hx(&wire)));
+    let decoded = T::decode_exact(&wire).unwrap_or_else(|e| panic!("decode of {} failed: {e:?}", hx(&wire)));
     assert_eq!(&decoded, expected);
 }
 
@@ -116,26 +99,15 @@ fn syms(s: &[&str]) -> Symbols {
 }
 
 fn fields(entries: Vec<(&str, Value)>) -> Fields {
-    Fields(
-        entries
-            .into_iter()
-            .map(|(k, v)| (Symbol::new(k), v))
-            .collect(),
-    )
+    Fields(entries.into_iter().map(|(k, v)| (Symbol::new(k), v)).collect())
 }
 
 fn described(code: u64, value: Value) -> Value {
-    Value::Described(Box::new(Described {
-        descriptor: Descriptor::Code(code),
-        value,
-    }))
+    Value::Described(Box::new(Described { descriptor: Descriptor::Code(code), value }))
 }
 
 fn described_sym(name: &str, value: Value) -> Value {
-    Value::Described(Box::new(Described {
-        descriptor: Descriptor::Symbol(Symbol::new(name)),
-        value,
-    }))
+    Value::Described(Box::new(Described { descriptor: Descriptor::Symbol(Symbol::new(name)), value }))
 }
 
 fn tag(b: &[u8]) -> DeliveryTag {
@@ -147,22 +119,22 @@ fn tag(b: &[u8]) -> DeliveryTag {
 
 /// open (0x10), 10 fields, list8 of 100 body bytes.
 const OPEN: &str = concat!(
-    "00 53 10 ",                                        // described, smallulong 0x10 = open
-    "c0 65 0a ",                         // list8, size 101 (count byte + 100), count 10
-    "a1 08 73 6c 75 69 63 65 2d 31 ",    // container-id: str8 "sluice-1"            (10)
-    "a1 09 6c 6f 63 61 6c 68 6f 73 74 ", // hostname: str8 "localhost"               (11)
-    "70 00 01 00 00 ",                   // max-frame-size: uint 65536               (5)
-    "60 00 ff ",                         // channel-max: ushort 255                  (3)
-    "70 00 00 75 30 ",                   // idle-time-out: uint 30000                (5)
-    "40 ",                               // outgoing-locales: null                   (1)
-    "a3 05 65 6e 2d 55 53 ",             // incoming-locales: one sym8 "en-US"       (7)
-    "e0 23 02 a3 ",                      // offered-capabilities: array8 size 35, 2 x sym8
-    "0f 41 4e 4f 4e 59 4d 4f 55 53 2d 52 45 4c 41 59 ", // "ANONYMOUS-RELAY"
+    "00 53 10 ",                                           // described, smallulong 0x10 = open
+    "c0 65 0a ",                                           // list8, size 101 (count byte + 100), count 10
+    "a1 08 73 6c 75 69 63 65 2d 31 ",                      // container-id: str8 "sluice-1"            (10)
+    "a1 09 6c 6f 63 61 6c 68 6f 73 74 ",                   // hostname: str8 "localhost"               (11)
+    "70 00 01 00 00 ",                                     // max-frame-size: uint 65536               (5)
+    "60 00 ff ",                                           // channel-max: ushort 255                  (3)
+    "70 00 00 75 30 ",                                     // idle-time-out: uint 30000                (5)
+    "40 ",                                                 // outgoing-locales: null                   (1)
+    "a3 05 65 6e 2d 55 53 ",                               // incoming-locales: one sym8 "en-US"       (7)
+    "e0 23 02 a3 ",                                        // offered-capabilities: array8 size 35, 2 x sym8
+    "0f 41 4e 4f 4e 59 4d 4f 55 53 2d 52 45 4c 41 59 ",    // "ANONYMOUS-RELAY"
     "10 44 45 4c 41 59 45 44 5f 44 45 4c 49 56 45 52 59 ", // "DELAYED_DELIVERY"  (37 in all)
-    "40 ",                               // desired-capabilities: null               (1)
-    "c1 12 02 ",                         // properties: map8 size 18, 2 elements
-    "a3 07 70 72 6f 64 75 63 74 ",       //   :product
-    "a1 06 73 6c 75 69 63 65",           //   "sluice"                              (20)
+    "40 ",                                                 // desired-capabilities: null               (1)
+    "c1 12 02 ",                                           // properties: map8 size 18, 2 elements
+    "a3 07 70 72 6f 64 75 63 74 ",                         //   :product
+    "a1 06 73 6c 75 69 63 65",                             //   "sluice"                              (20)
 );
 
 fn open_value() -> Open {
@@ -205,23 +177,23 @@ fn begin_value() -> Begin {
 /// source (3.5.3), every field but dynamic-node-properties set: 109 bytes.
 const SOURCE: &str = concat!(
     "00 53 28 ",
-    "c0 68 0b ",                      // list8, size 104, count 11
-    "a1 07 71 75 65 75 65 2d 61 ",    // address: "queue-a"                       (9)
-    "52 02 ",                         // durable: uint 2 (unsettled-state)         (2)
-    "a3 05 6e 65 76 65 72 ",          // expiry-policy: :never                     (7)
-    "43 ",                            // timeout: uint0                            (1)
-    "42 ",                            // dynamic: false                            (1)
-    "40 ",                            // dynamic-node-properties: null             (1)
-    "a3 04 6d 6f 76 65 ",             // distribution-mode: :move                  (6)
-    "c1 15 02 ",                      // filter: map8 size 21, 2 elements
-    "a3 03 73 65 6c ",                //   :sel
-    "00 80 00 00 46 8c 00 00 00 04 ", //   described, ulong descriptor 0x0000468c:00000004
-    "a1 03 61 3d 31 ",                //   "a=1"                                     (23)
-    "00 53 26 45 ",                   // default-outcome: released (list0)         (4)
-    "e0 28 02 a3 ",                   // outcomes: array8 size 40, 2 x sym8
+    "c0 68 0b ",                                                 // list8, size 104, count 11
+    "a1 07 71 75 65 75 65 2d 61 ",                               // address: "queue-a"                       (9)
+    "52 02 ",                                                    // durable: uint 2 (unsettled-state)         (2)
+    "a3 05 6e 65 76 65 72 ",                                     // expiry-policy: :never                     (7)
+    "43 ",                                                       // timeout: uint0                            (1)
+    "42 ",                                                       // dynamic: false                            (1)
+    "40 ",                                                       // dynamic-node-properties: null             (1)
+    "a3 04 6d 6f 76 65 ",                                        // distribution-mode: :move                  (6)
+    "c1 15 02 ",                                                 // filter: map8 size 21, 2 elements
+    "a3 03 73 65 6c ",                                           //   :sel
+    "00 80 00 00 46 8c 00 00 00 04 ",                            //   described, ulong descriptor 0x0000468c:00000004
+    "a1 03 61 3d 31 ",                                           //   "a=1"                                     (23)
+    "00 53 26 45 ",                                              // default-outcome: released (list0)         (4)
+    "e0 28 02 a3 ",                                              // outcomes: array8 size 40, 2 x sym8
     "12 61 6d 71 70 3a 61 63 63 65 70 74 65 64 3a 6c 69 73 74 ", // amqp:accepted:list
     "12 61 6d 71 70 3a 72 65 6a 65 63 74 65 64 3a 6c 69 73 74 ", // amqp:rejected:list (42)
-    "a3 05 71 75 65 75 65",           // capabilities: :queue                      (7)
+    "a3 05 71 75 65 75 65",                                      // capabilities: :queue                      (7)
 );
 
 fn source_value() -> Source {
@@ -233,10 +205,7 @@ fn source_value() -> Source {
         dynamic: Some(false),
         dynamic_node_properties: None,
         distribution_mode: Some(sym("move")),
-        filter: Some(fields(vec![(
-            "sel",
-            described(0x0000_468c_0000_0004, Value::string("a=1")),
-        )])),
+        filter: Some(fields(vec![("sel", described(0x0000_468c_0000_0004, Value::string("a=1")))])),
         default_outcome: Some(DeliveryState::Released),
         outcomes: Some(syms(&["amqp:accepted:list", "amqp:rejected:list"])),
         capabilities: Some(syms(&["queue"])),
@@ -265,7 +234,7 @@ fn target_value() -> Target {
 /// coordinator (transactions 4.5.1).
 const COORDINATOR: &str = concat!(
     "00 53 30 ",
-    "c0 1a 01 ", // list8, size 26, count 1
+    "c0 1a 01 ",                                                                  // list8, size 26, count 1
     "a3 17 61 6d 71 70 3a 6c 6f 63 61 6c 2d 74 72 61 6e 73 61 63 74 69 6f 6e 73", // :amqp:local-transactions
 );
 
@@ -280,9 +249,9 @@ fn attach_hex() -> String {
         "50 00 ",                           // rcv-settle-mode: ubyte 0 (first)   (2)
         SOURCE,                             //                                    (109)
         TARGET,                             //                                    (28)
-        "40 40 40 ", // unsettled, incomplete-unsettled, initial-delivery-count
-        "80 00 00 00 00 00 10 00 00 ", // max-message-size: ulong 1048576 (9)
-        "40 40 ",    // offered, desired capabilities
+        "40 40 40 ",                        // unsettled, incomplete-unsettled, initial-delivery-count
+        "80 00 00 00 00 00 10 00 00 ",      // max-message-size: ulong 1048576 (9)
+        "40 40 ",                           // offered, desired capabilities
         "c1 09 02 a3 04 70 72 69 6f 54 ff", // properties: {:prio: smallint -1} (11)
     ]
     .join(" ")
@@ -396,10 +365,10 @@ fn disposition_value() -> Disposition {
 /// error (2.8.14) with all three fields: 44 bytes.
 const ERROR_FULL: &str = concat!(
     "00 53 1d ",
-    "c0 27 03 ", // list8, size 39, count 3
+    "c0 27 03 ",                                                                   // list8, size 39, count 3
     "a3 17 61 6d 71 70 3a 6c 69 6e 6b 3a 64 65 74 61 63 68 2d 66 6f 72 63 65 64 ", // :amqp:link:detach-forced (25)
-    "a1 03 62 79 65 ",         // description: "bye"            (5)
-    "c1 06 02 a3 01 6b 53 05", // info: {:k: smallulong 5}      (8)
+    "a1 03 62 79 65 ",                                                             // description: "bye"            (5)
+    "c1 06 02 a3 01 6b 53 05",                                                     // info: {:k: smallulong 5}      (8)
 );
 
 fn error_full_value() -> Error {
@@ -423,11 +392,7 @@ fn detach_hex() -> String {
 }
 
 fn detach_value() -> Detach {
-    Detach {
-        handle: 1,
-        closed: Some(true),
-        error: Some(error_full_value()),
-    }
+    Detach { handle: 1, closed: Some(true), error: Some(error_full_value()) }
 }
 
 const END_WITH_ERROR: &str = concat!(
@@ -439,8 +404,8 @@ const END_WITH_ERROR: &str = concat!(
 
 const CLOSE_WITH_ERROR: &str = concat!(
     "00 53 18 ",
-    "c0 1c 01 ",          // list8, size 28, count 1
-    "00 53 1d c0 16 01 ", // error: list8, size 22, count 1
+    "c0 1c 01 ",                                                      // list8, size 28, count 1
+    "00 53 1d c0 16 01 ",                                             // error: list8, size 22, count 1
     "a3 13 61 6d 71 70 3a 69 6e 74 65 72 6e 61 6c 2d 65 72 72 6f 72", // :amqp:internal-error
 );
 
@@ -458,10 +423,7 @@ fn open_vector() {
     // The smallest open: container-id only.
     check_performative(
         "00 53 10 c0 0b 01 a1 08 73 6c 75 69 63 65 2d 31",
-        Open {
-            container_id: "sluice-1".into(),
-            ..Default::default()
-        },
+        Open { container_id: "sluice-1".into(), ..Default::default() },
         Performative::Open,
     );
 }
@@ -470,11 +432,7 @@ fn open_vector() {
 fn begin_vector() {
     check_performative(BEGIN, begin_value(), Performative::Begin);
     // Mandatory fields are written even when zero; the null remote-channel stays.
-    check_performative(
-        "00 53 11 c0 05 04 40 43 43 43",
-        Begin::default(),
-        Performative::Begin,
-    );
+    check_performative("00 53 11 c0 05 04 40 43 43 43", Begin::default(), Performative::Begin);
 }
 
 #[test]
@@ -515,25 +473,14 @@ fn attach_vector() {
 fn flow_vector() {
     check_performative(&flow_hex(), flow_value(), Performative::Flow);
     // Session-only flow: handle and everything after it elided.
-    check_performative(
-        "00 53 13 c0 05 04 40 43 43 43",
-        Flow::default(),
-        Performative::Flow,
-    );
+    check_performative("00 53 13 c0 05 04 40 43 43 43", Flow::default(), Performative::Flow);
 }
 
 #[test]
 fn transfer_vector() {
     check_performative(TRANSFER, transfer_value(), Performative::Transfer);
     // Continuation transfer: handle only.
-    check_performative(
-        "00 53 14 c0 03 01 52 02",
-        Transfer {
-            handle: 2,
-            ..Default::default()
-        },
-        Performative::Transfer,
-    );
+    check_performative("00 53 14 c0 03 01 52 02", Transfer { handle: 2, ..Default::default() }, Performative::Transfer);
     // Transfer carrying a received state (resumed delivery) and an aborted flag.
     let wire = concat!(
         "00 53 14 c0 15 0a ",             // list8, size 21, count 10
@@ -547,10 +494,7 @@ fn transfer_vector() {
             handle: 0,
             delivery_tag: Some(tag(&[9])),
             rcv_settle_mode: Some(ReceiverSettleMode::Second),
-            state: Some(DeliveryState::Received(Received {
-                section_number: 0,
-                section_offset: 0,
-            })),
+            state: Some(DeliveryState::Received(Received { section_number: 0, section_offset: 0 })),
             resume: Some(true),
             aborted: Some(true),
             ..Default::default()
@@ -567,11 +511,7 @@ fn disposition_vector() {
 #[test]
 fn detach_vector() {
     check_performative(&detach_hex(), detach_value(), Performative::Detach);
-    check_performative(
-        "00 53 16 c0 02 01 43",
-        Detach::default(),
-        Performative::Detach,
-    );
+    check_performative("00 53 16 c0 02 01 43", Detach::default(), Performative::Detach);
 }
 
 #[test]
@@ -579,13 +519,7 @@ fn end_vector() {
     check_performative("00 53 17 45", End { error: None }, Performative::End);
     check_performative(
         END_WITH_ERROR,
-        End {
-            error: Some(Error {
-                condition: sym("amqp:session:window-violation"),
-                description: None,
-                info: None,
-            }),
-        },
+        End { error: Some(Error { condition: sym("amqp:session:window-violation"), description: None, info: None }) },
         Performative::End,
     );
 }
@@ -595,13 +529,7 @@ fn close_vector() {
     check_performative("00 53 18 45", Close { error: None }, Performative::Close);
     check_performative(
         CLOSE_WITH_ERROR,
-        Close {
-            error: Some(Error {
-                condition: sym("amqp:internal-error"),
-                description: None,
-                info: None,
-            }),
-        },
+        Close { error: Some(Error { condition: sym("amqp:internal-error"), description: None, info: None }) },
         Performative::Close,
     );
 }
@@ -609,27 +537,14 @@ fn close_vector() {
 #[test]
 fn error_vectors() {
     roundtrip(ERROR_FULL, &error_full_value());
-    roundtrip(
-        ERROR_NOT_FOUND,
-        &Error::new("amqp:not-found", "no such queue"),
-    );
+    roundtrip(ERROR_NOT_FOUND, &Error::new("amqp:not-found", "no such queue"));
     roundtrip(
         "00 53 1d c0 11 01 a3 0e 61 6d 71 70 3a 6e 6f 74 2d 66 6f 75 6e 64",
-        &Error {
-            condition: sym("amqp:not-found"),
-            description: None,
-            info: None,
-        },
+        &Error { condition: sym("amqp:not-found"), description: None, info: None },
     );
     // condition is mandatory
-    assert_eq!(
-        fails::<Error>(&hex("00 53 1d 45")),
-        DecodeError::MissingField("condition")
-    );
-    assert_eq!(
-        fails::<Error>(&hex("00 53 1d c0 02 01 40")),
-        DecodeError::MissingField("condition")
-    );
+    assert_eq!(fails::<Error>(&hex("00 53 1d 45")), DecodeError::MissingField("condition"));
+    assert_eq!(fails::<Error>(&hex("00 53 1d c0 02 01 40")), DecodeError::MissingField("condition"));
 }
 
 #[test]
@@ -637,9 +552,7 @@ fn source_target_coordinator_vectors() {
     roundtrip(SOURCE, &source_value());
     roundtrip(TARGET, &target_value());
     roundtrip(TARGET, &AttachTarget::Target(target_value()));
-    let coordinator = Coordinator {
-        capabilities: Some(syms(&["amqp:local-transactions"])),
-    };
+    let coordinator = Coordinator { capabilities: Some(syms(&["amqp:local-transactions"])) };
     roundtrip(COORDINATOR, &coordinator);
     roundtrip(COORDINATOR, &AttachTarget::Coordinator(coordinator));
     roundtrip("00 53 30 45", &Coordinator::default());
@@ -647,20 +560,11 @@ fn source_target_coordinator_vectors() {
     roundtrip("00 53 29 45", &Target::default());
     roundtrip(
         "00 53 29 c0 0b 01 a1 08 73 6c 75 69 63 65 2d 31",
-        &Target {
-            address: Some("sluice-1".into()),
-            ..Default::default()
-        },
+        &Target { address: Some("sluice-1".into()), ..Default::default() },
     );
     // A source is not a target.
-    assert_eq!(
-        fails::<AttachTarget>(&hex("00 53 28 45")),
-        DecodeError::UnknownDescriptor
-    );
-    assert_eq!(
-        fails::<Target>(&hex("00 53 28 45")),
-        DecodeError::UnknownDescriptor
-    );
+    assert_eq!(fails::<AttachTarget>(&hex("00 53 28 45")), DecodeError::UnknownDescriptor);
+    assert_eq!(fails::<Target>(&hex("00 53 28 45")), DecodeError::UnknownDescriptor);
 }
 
 // ---------------------------------------------------------------------------
@@ -670,10 +574,7 @@ fn source_target_coordinator_vectors() {
 fn delivery_state_vectors() {
     // received{section-number 1, section-offset 256}
     let received = "00 53 23 c0 0c 02 52 01 80 00 00 00 00 00 00 01 00";
-    let r = Received {
-        section_number: 1,
-        section_offset: 256,
-    };
+    let r = Received { section_number: 1, section_offset: 256 };
     roundtrip(received, &r);
     roundtrip(received, &DeliveryState::Received(r));
 
@@ -682,17 +583,12 @@ fn delivery_state_vectors() {
     roundtrip("00 53 24 45", &Accepted {});
     roundtrip("00 53 26 45", &DeliveryState::Released);
     roundtrip("00 53 26 45", &Released {});
-    roundtrip(
-        "00 53 25 45",
-        &DeliveryState::Rejected(Rejected { error: None }),
-    );
+    roundtrip("00 53 25 45", &DeliveryState::Rejected(Rejected { error: None }));
     roundtrip("00 53 27 45", &DeliveryState::Modified(Modified::default()));
 
     // rejected{error{amqp:not-found, "no such queue"}}
     let rejected = format!("00 53 25 c0 26 01 {ERROR_NOT_FOUND}"); // list8, size 38, count 1
-    let rj = Rejected {
-        error: Some(Error::new("amqp:not-found", "no such queue")),
-    };
+    let rj = Rejected { error: Some(Error::new("amqp:not-found", "no such queue")) };
     roundtrip(&rejected, &rj);
     roundtrip(&rejected, &DeliveryState::Rejected(rj));
 
@@ -713,16 +609,10 @@ fn delivery_state_vectors() {
     // A state this codec does not model (transactional-state 0x34) is kept whole.
     roundtrip(
         "00 53 34 c0 06 01 a0 03 74 78 31",
-        &DeliveryState::Other(Box::new(described(
-            0x34,
-            Value::List(vec![Value::Binary(Bytes::from_static(b"tx1"))]),
-        ))),
+        &DeliveryState::Other(Box::new(described(0x34, Value::List(vec![Value::Binary(Bytes::from_static(b"tx1"))])))),
     );
     // Symbolic descriptors for the known states.
-    decodes(
-        "00 a3 12 61 6d 71 70 3a 61 63 63 65 70 74 65 64 3a 6c 69 73 74 45",
-        &DeliveryState::Accepted,
-    );
+    decodes("00 a3 12 61 6d 71 70 3a 61 63 63 65 70 74 65 64 3a 6c 69 73 74 45", &DeliveryState::Accepted);
     assert!(DeliveryState::Accepted.is_outcome());
     assert!(!DeliveryState::Received(Received::default()).is_outcome());
 }
@@ -740,15 +630,11 @@ fn sasl_vectors() {
             "05 50 4c 41 49 4e ",            // PLAIN
             "09 41 4e 4f 4e 59 4d 4f 55 53", // ANONYMOUS
         ),
-        SaslFrame::Mechanisms(SaslMechanisms {
-            sasl_server_mechanisms: syms(&["PLAIN", "ANONYMOUS"]),
-        }),
+        SaslFrame::Mechanisms(SaslMechanisms { sasl_server_mechanisms: syms(&["PLAIN", "ANONYMOUS"]) }),
     );
     check(
         "00 53 40 c0 0c 01 a3 09 41 4e 4f 4e 59 4d 4f 55 53",
-        SaslFrame::Mechanisms(SaslMechanisms {
-            sasl_server_mechanisms: syms(&["ANONYMOUS"]),
-        }),
+        SaslFrame::Mechanisms(SaslMechanisms { sasl_server_mechanisms: syms(&["ANONYMOUS"]) }),
     );
     check(
         concat!(
@@ -765,59 +651,27 @@ fn sasl_vectors() {
     );
     check(
         "00 53 41 c0 0c 01 a3 09 41 4e 4f 4e 59 4d 4f 55 53",
-        SaslFrame::Init(SaslInit {
-            mechanism: sym("ANONYMOUS"),
-            initial_response: None,
-            hostname: None,
-        }),
+        SaslFrame::Init(SaslInit { mechanism: sym("ANONYMOUS"), initial_response: None, hostname: None }),
     );
     check(
         "00 53 42 c0 06 01 a0 03 61 62 63",
-        SaslFrame::Challenge(SaslChallenge {
-            challenge: Bytes::from_static(b"abc"),
-        }),
+        SaslFrame::Challenge(SaslChallenge { challenge: Bytes::from_static(b"abc") }),
     );
-    check(
-        "00 53 43 c0 03 01 a0 00",
-        SaslFrame::Response(SaslResponse {
-            response: Bytes::new(),
-        }),
-    );
-    check(
-        "00 53 44 c0 03 01 50 00",
-        SaslFrame::Outcome(SaslOutcome {
-            code: 0,
-            additional_data: None,
-        }),
-    );
+    check("00 53 43 c0 03 01 a0 00", SaslFrame::Response(SaslResponse { response: Bytes::new() }));
+    check("00 53 44 c0 03 01 50 00", SaslFrame::Outcome(SaslOutcome { code: 0, additional_data: None }));
     check(
         "00 53 44 c0 06 02 50 01 a0 01 78",
-        SaslFrame::Outcome(SaslOutcome {
-            code: 1,
-            additional_data: Some(Bytes::from_static(b"x")),
-        }),
+        SaslFrame::Outcome(SaslOutcome { code: 1, additional_data: Some(Bytes::from_static(b"x")) }),
     );
     // Symbolic descriptor.
     decodes(
         "00 a3 16 61 6d 71 70 3a 73 61 73 6c 2d 6f 75 74 63 6f 6d 65 3a 6c 69 73 74 c0 03 01 50 00",
-        &SaslFrame::Outcome(SaslOutcome {
-            code: 0,
-            additional_data: None,
-        }),
+        &SaslFrame::Outcome(SaslOutcome { code: 0, additional_data: None }),
     );
     // Mandatory fields, and a performative is not a SASL frame.
-    assert_eq!(
-        fails::<SaslFrame>(&hex("00 53 44 45")),
-        DecodeError::MissingField("code")
-    );
-    assert_eq!(
-        fails::<SaslFrame>(&hex("00 53 40 45")),
-        DecodeError::MissingField("sasl_server_mechanisms")
-    );
-    assert_eq!(
-        fails::<SaslFrame>(&hex("00 53 18 45")),
-        DecodeError::UnknownDescriptor
-    );
+    assert_eq!(fails::<SaslFrame>(&hex("00 53 44 45")), DecodeError::MissingField("code"));
+    assert_eq!(fails::<SaslFrame>(&hex("00 53 40 45")), DecodeError::MissingField("sasl_server_mechanisms"));
+    assert_eq!(fails::<SaslFrame>(&hex("00 53 18 45")), DecodeError::UnknownDescriptor);
 }
 
 // ---------------------------------------------------------------------------
@@ -845,9 +699,9 @@ const PROPERTIES: &str = concat!(
     "83 00 00 01 8b cf e5 68 00",           // creation-time: 1700000000000 ms
 );
 const APPLICATION_PROPERTIES: &str = concat!(
-    "00 53 74 c1 12 04 ", // application-properties, map8 size 18, 4 elements
+    "00 53 74 c1 12 04 ",                   // application-properties, map8 size 18, 4 elements
     "a1 05 63 6f 6c 6f 72 a1 03 72 65 64 ", // "color": "red"
-    "a1 01 6e 55 07",     // "n": smalllong 7
+    "a1 01 6e 55 07",                       // "n": smalllong 7
 );
 const DATA: &str = "00 53 75 a0 05 68 65 6c 6c 6f"; // data: "hello"
 const DATA2: &str = "00 53 75 a0 02 68 69"; // data: "hi"
@@ -856,13 +710,7 @@ const AMQP_VALUE: &str = "00 53 77 a1 02 68 69"; // "hi"
 const FOOTER: &str = "00 53 78 c1 0d 02 a3 06 78 2d 68 61 73 68 a0 02 de ad"; // {:x-hash: binary de ad}
 
 fn header_value() -> Header {
-    Header {
-        durable: Some(true),
-        priority: Some(9),
-        ttl: Some(60000),
-        first_acquirer: None,
-        delivery_count: Some(3),
-    }
+    Header { durable: Some(true), priority: Some(9), ttl: Some(60000), first_acquirer: None, delivery_count: Some(3) }
 }
 
 fn properties_value() -> Properties {
@@ -889,29 +737,11 @@ fn message_section_vectors() {
             HEADER,
             described(
                 0x70,
-                Value::List(vec![
-                    Value::Bool(true),
-                    Value::Ubyte(9),
-                    Value::Uint(60000),
-                    Value::Null,
-                    Value::Uint(3),
-                ]),
+                Value::List(vec![Value::Bool(true), Value::Ubyte(9), Value::Uint(60000), Value::Null, Value::Uint(3)]),
             ),
         ),
-        (
-            DELIVERY_ANNOTATIONS,
-            described(
-                0x71,
-                Value::Map(vec![(Value::symbol("x-opt-d"), Value::string("v"))]),
-            ),
-        ),
-        (
-            MESSAGE_ANNOTATIONS,
-            described(
-                0x72,
-                Value::Map(vec![(Value::symbol("x-opt-p"), Value::Int(3))]),
-            ),
-        ),
+        (DELIVERY_ANNOTATIONS, described(0x71, Value::Map(vec![(Value::symbol("x-opt-d"), Value::string("v"))]))),
+        (MESSAGE_ANNOTATIONS, described(0x72, Value::Map(vec![(Value::symbol("x-opt-p"), Value::Int(3))]))),
         (
             PROPERTIES,
             described(
@@ -934,29 +764,17 @@ fn message_section_vectors() {
             APPLICATION_PROPERTIES,
             described(
                 0x74,
-                Value::Map(vec![
-                    (Value::string("color"), Value::string("red")),
-                    (Value::string("n"), Value::Long(7)),
-                ]),
+                Value::Map(vec![(Value::string("color"), Value::string("red")), (Value::string("n"), Value::Long(7))]),
             ),
         ),
-        (
-            DATA,
-            described(0x75, Value::Binary(Bytes::from_static(b"hello"))),
-        ),
-        (
-            AMQP_SEQUENCE,
-            described(0x76, Value::List(vec![Value::Int(1), Value::string("two")])),
-        ),
+        (DATA, described(0x75, Value::Binary(Bytes::from_static(b"hello")))),
+        (AMQP_SEQUENCE, described(0x76, Value::List(vec![Value::Int(1), Value::string("two")]))),
         (AMQP_VALUE, described(0x77, Value::string("hi"))),
         (
             FOOTER,
             described(
                 0x78,
-                Value::Map(vec![(
-                    Value::symbol("x-hash"),
-                    Value::Binary(Bytes::from_static(&[0xde, 0xad])),
-                )]),
+                Value::Map(vec![(Value::symbol("x-hash"), Value::Binary(Bytes::from_static(&[0xde, 0xad])))]),
             ),
         ),
     ];
@@ -981,19 +799,10 @@ fn raw_message_parse_locates_every_section() {
     let payload = Bytes::from(wire.clone());
     let m = RawMessage::parse(&payload).unwrap();
     assert_eq!(m.header.as_deref(), Some(&hex(HEADER)[..]));
-    assert_eq!(
-        m.delivery_annotations.as_deref(),
-        Some(&hex(DELIVERY_ANNOTATIONS)[..])
-    );
-    assert_eq!(
-        m.message_annotations.as_deref(),
-        Some(&hex(MESSAGE_ANNOTATIONS)[..])
-    );
+    assert_eq!(m.delivery_annotations.as_deref(), Some(&hex(DELIVERY_ANNOTATIONS)[..]));
+    assert_eq!(m.message_annotations.as_deref(), Some(&hex(MESSAGE_ANNOTATIONS)[..]));
     assert_eq!(m.properties.as_deref(), Some(&hex(PROPERTIES)[..]));
-    assert_eq!(
-        m.application_properties.as_deref(),
-        Some(&hex(APPLICATION_PROPERTIES)[..])
-    );
+    assert_eq!(m.application_properties.as_deref(), Some(&hex(APPLICATION_PROPERTIES)[..]));
     assert_eq!(&m.body[..], &hex(&format!("{DATA} {DATA2}"))[..]);
     assert_eq!(m.body_kind, BodyKind::Data);
     assert_eq!(m.footer.as_deref(), Some(&hex(FOOTER)[..]));
@@ -1003,15 +812,9 @@ fn raw_message_parse_locates_every_section() {
     assert_eq!(m.properties().unwrap(), Some(properties_value()));
     assert_eq!(
         m.application_properties().unwrap(),
-        Some(vec![
-            ("color".to_owned(), Value::string("red")),
-            ("n".to_owned(), Value::Long(7))
-        ])
+        Some(vec![("color".to_owned(), Value::string("red")), ("n".to_owned(), Value::Long(7))])
     );
-    assert_eq!(
-        m.message_annotations().unwrap(),
-        Some(vec![(Value::symbol("x-opt-p"), Value::Int(3))])
-    );
+    assert_eq!(m.message_annotations().unwrap(), Some(vec![(Value::symbol("x-opt-p"), Value::Int(3))]));
     assert_eq!(m.data().unwrap(), Some(b"hellohi".to_vec()));
 
     // Sections are slices of the payload, not copies.
@@ -1047,8 +850,7 @@ fn raw_message_body_kinds_and_symbolic_section_descriptors() {
     assert_eq!(m.body_kind, BodyKind::Empty);
 
     // amqp-value with its symbolic descriptor "amqp:amqp-value:*" (part 3, 3.2.8).
-    let m =
-        parse("00 a3 11 61 6d 71 70 3a 61 6d 71 70 2d 76 61 6c 75 65 3a 2a a1 02 68 69").unwrap();
+    let m = parse("00 a3 11 61 6d 71 70 3a 61 6d 71 70 2d 76 61 6c 75 65 3a 2a a1 02 68 69").unwrap();
     assert_eq!(m.body_kind, BodyKind::AmqpValue);
     // data with "amqp:data:binary", after a header with "amqp:header:list".
     let m = parse(concat!(
@@ -1084,43 +886,21 @@ fn message_encode_vectors() {
         header: Some(header_value()),
         message_annotations: Some(vec![(Value::symbol("x-opt-p"), Value::Int(3))]),
         properties: Some(properties_value()),
-        application_properties: Some(vec![
-            ("color".into(), Value::string("red")),
-            ("n".into(), Value::Long(7)),
-        ]),
+        application_properties: Some(vec![("color".into(), Value::string("red")), ("n".into(), Value::Long(7))]),
         body: Body::Data(Bytes::from_static(b"hello")),
     };
-    let wire = hex(&[
-        HEADER,
-        MESSAGE_ANNOTATIONS,
-        PROPERTIES,
-        APPLICATION_PROPERTIES,
-        DATA,
-    ]
-    .join(" "));
+    let wire = hex(&[HEADER, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES, DATA].join(" "));
     assert_eq!(hx(&message.to_bytes()), hx(&wire));
     let m = RawMessage::parse(&Bytes::from(wire)).unwrap();
     assert_eq!(m.header().unwrap(), message.header);
     assert_eq!(m.properties().unwrap(), message.properties);
-    assert_eq!(
-        m.application_properties().unwrap(),
-        message.application_properties
-    );
-    assert_eq!(
-        m.message_annotations().unwrap(),
-        message.message_annotations
-    );
+    assert_eq!(m.application_properties().unwrap(), message.application_properties);
+    assert_eq!(m.message_annotations().unwrap(), message.message_annotations);
     assert_eq!(m.data().unwrap(), Some(b"hello".to_vec()));
 
-    let seq = Message {
-        body: Body::Sequence(vec![Value::Int(1), Value::string("two")]),
-        ..Default::default()
-    };
+    let seq = Message { body: Body::Sequence(vec![Value::Int(1), Value::string("two")]), ..Default::default() };
     assert_eq!(hx(&seq.to_bytes()), hx(&hex(AMQP_SEQUENCE)));
-    let val = Message {
-        body: Body::Value(Value::string("hi")),
-        ..Default::default()
-    };
+    let val = Message { body: Body::Value(Value::string("hi")), ..Default::default() };
     assert_eq!(hx(&val.to_bytes()), hx(&hex(AMQP_VALUE)));
     assert!(Message::default().to_bytes().is_empty());
 }
@@ -1147,10 +927,7 @@ fn performatives_with_symbolic_descriptors_decode() {
     // "amqp:open:list"
     decodes(
         "00 a3 0e 61 6d 71 70 3a 6f 70 65 6e 3a 6c 69 73 74 c0 0b 01 a1 08 73 6c 75 69 63 65 2d 31",
-        &Performative::Open(Open {
-            container_id: "sluice-1".into(),
-            ..Default::default()
-        }),
+        &Performative::Open(Open { container_id: "sluice-1".into(), ..Default::default() }),
     );
     // "amqp:transfer:list" whose state is "amqp:accepted:list".
     decodes(
@@ -1176,11 +953,7 @@ fn performatives_with_symbolic_descriptors_decode() {
             "c0 11 01 a3 0e 61 6d 71 70 3a 6e 6f 74 2d 66 6f 75 6e 64",
         ),
         &Performative::Close(Close {
-            error: Some(Error {
-                condition: sym("amqp:not-found"),
-                description: None,
-                info: None,
-            }),
+            error: Some(Error { condition: sym("amqp:not-found"), description: None, info: None }),
         }),
     );
     // attach whose source, target and coordinator use symbolic descriptors.
@@ -1202,30 +975,12 @@ fn performatives_with_symbolic_descriptors_decode() {
         &AttachTarget::Coordinator(Coordinator::default()),
     );
     // Unknown names and codes.
-    assert_eq!(
-        fails::<Performative>(&hex("00 a3 03 66 6f 6f 45")),
-        DecodeError::UnknownDescriptor
-    );
-    assert_eq!(
-        fails::<Performative>(&hex("00 53 19 45")),
-        DecodeError::UnknownDescriptor
-    );
-    assert_eq!(
-        fails::<Performative>(&hex("00 53 40 c0 03 01 a3 00")),
-        DecodeError::UnknownDescriptor
-    );
-    assert_eq!(
-        fails::<Flow>(&hex("00 53 14 45")),
-        DecodeError::UnknownDescriptor
-    );
-    assert!(matches!(
-        fails::<Performative>(&hex("45")),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<Performative>(&hex("00 a1 01 78 45")),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert_eq!(fails::<Performative>(&hex("00 a3 03 66 6f 6f 45")), DecodeError::UnknownDescriptor);
+    assert_eq!(fails::<Performative>(&hex("00 53 19 45")), DecodeError::UnknownDescriptor);
+    assert_eq!(fails::<Performative>(&hex("00 53 40 c0 03 01 a3 00")), DecodeError::UnknownDescriptor);
+    assert_eq!(fails::<Flow>(&hex("00 53 14 45")), DecodeError::UnknownDescriptor);
+    assert!(matches!(fails::<Performative>(&hex("45")), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<Performative>(&hex("00 a1 01 78 45")), DecodeError::UnexpectedType { .. }));
 }
 
 #[test]
@@ -1242,42 +997,19 @@ fn non_canonical_performatives_decode() {
     assert_eq!(hx(&v.to_bytes()), hx(&hex(&flow_hex())));
     // Explicit trailing nulls are the same as absent fields.
     decodes("00 53 17 c0 02 01 40", &End { error: None });
-    decodes(
-        "00 53 13 c0 0c 0b 40 43 43 43 40 40 40 40 40 40 40",
-        &Flow::default(),
-    );
+    decodes("00 53 13 c0 0c 0b 40 43 43 43 40 40 40 40 40 40 40", &Flow::default());
     // Fields added by a later version are skipped.
-    decodes(
-        &format!("00 53 13 c0 1a 0c {FLOW_BODY} 40 a1 01 78"),
-        &flow_value(),
-    );
+    decodes(&format!("00 53 13 c0 1a 0c {FLOW_BODY} 40 a1 01 78"), &flow_value());
     decodes("00 53 18 c0 06 02 40 00 53 01 45", &Close { error: None });
     // A delivery tag as vbin32; an empty delivery tag.
     decodes(
         "00 53 14 c0 09 03 43 43 b0 00 00 00 01 07",
-        &Transfer {
-            handle: 0,
-            delivery_id: Some(0),
-            delivery_tag: Some(tag(&[7])),
-            ..Default::default()
-        },
+        &Transfer { handle: 0, delivery_id: Some(0), delivery_tag: Some(tag(&[7])), ..Default::default() },
     );
-    roundtrip(
-        "00 53 14 c0 05 03 43 40 a0 00",
-        &Transfer {
-            delivery_tag: Some(tag(&[])),
-            ..Default::default()
-        },
-    );
+    roundtrip("00 53 14 c0 05 03 43 40 a0 00", &Transfer { delivery_tag: Some(tag(&[])), ..Default::default() });
     // A 32-byte tag is the largest allowed.
     let wire = format!("00 53 14 c0 25 03 43 40 a0 20 {}", "ab ".repeat(32));
-    roundtrip(
-        &wire,
-        &Transfer {
-            delivery_tag: Some(tag(&[0xab; 32])),
-            ..Default::default()
-        },
-    );
+    roundtrip(&wire, &Transfer { delivery_tag: Some(tag(&[0xab; 32])), ..Default::default() });
 }
 
 // ---------------------------------------------------------------------------
@@ -1311,10 +1043,7 @@ fn null_and_boolean() {
     prim_nc("56 01", true, Value::Bool(true));
     prim_nc("56 00", false, Value::Bool(false));
     assert!(matches!(value_fails("56 02"), DecodeError::Invalid(_)));
-    assert!(matches!(
-        fails::<bool>(&hex("40")),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert!(matches!(fails::<bool>(&hex("40")), DecodeError::UnexpectedType { .. }));
     prim("41", Role::Receiver, Value::Bool(true));
     prim("42", Role::Sender, Value::Bool(false));
 }
@@ -1339,34 +1068,14 @@ fn unsigned_integers() {
     prim("44", 0u64, Value::Ulong(0));
     prim("53 ff", 255u64, Value::Ulong(255));
     prim("80 00 00 00 00 00 00 01 00", 256u64, Value::Ulong(256));
-    prim(
-        "80 01 02 03 04 05 06 07 08",
-        0x0102_0304_0506_0708u64,
-        Value::Ulong(0x0102_0304_0506_0708),
-    );
-    prim(
-        "80 ff ff ff ff ff ff ff ff",
-        u64::MAX,
-        Value::Ulong(u64::MAX),
-    );
+    prim("80 01 02 03 04 05 06 07 08", 0x0102_0304_0506_0708u64, Value::Ulong(0x0102_0304_0506_0708));
+    prim("80 ff ff ff ff ff ff ff ff", u64::MAX, Value::Ulong(u64::MAX));
     prim_nc("80 00 00 00 00 00 00 00 05", 5u64, Value::Ulong(5));
     prim_nc("53 00", 0u64, Value::Ulong(0));
     // Widths do not mix: a ushort is not a uint.
-    assert!(matches!(
-        fails::<u32>(&hex("60 00 01")),
-        DecodeError::UnexpectedType {
-            expected: "uint",
-            found: 0x60
-        }
-    ));
-    assert!(matches!(
-        fails::<u64>(&hex("52 01")),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<u8>(&hex("51 01")),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert!(matches!(fails::<u32>(&hex("60 00 01")), DecodeError::UnexpectedType { expected: "uint", found: 0x60 }));
+    assert!(matches!(fails::<u64>(&hex("52 01")), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<u8>(&hex("51 01")), DecodeError::UnexpectedType { .. }));
 }
 
 #[test]
@@ -1391,21 +1100,10 @@ fn signed_integers() {
     prim("55 00", 0i64, Value::Long(0));
     prim("81 00 00 00 00 00 00 00 80", 128i64, Value::Long(128));
     prim("81 ff ff ff ff ff ff ff 7f", -129i64, Value::Long(-129));
-    prim(
-        "81 7f ff ff ff ff ff ff ff",
-        i64::MAX,
-        Value::Long(i64::MAX),
-    );
-    prim(
-        "81 80 00 00 00 00 00 00 00",
-        i64::MIN,
-        Value::Long(i64::MIN),
-    );
+    prim("81 7f ff ff ff ff ff ff ff", i64::MAX, Value::Long(i64::MAX));
+    prim("81 80 00 00 00 00 00 00 00", i64::MIN, Value::Long(i64::MIN));
     prim_nc("81 00 00 00 00 00 00 00 01", 1i64, Value::Long(1));
-    assert!(matches!(
-        fails::<i32>(&hex("55 01")),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert!(matches!(fails::<i32>(&hex("55 01")), DecodeError::UnexpectedType { .. }));
 }
 
 #[test]
@@ -1414,20 +1112,14 @@ fn floating_point_decimal_char_timestamp_uuid() {
     roundtrip("72 c0 49 0f db", &Value::Float(-std::f32::consts::PI));
     roundtrip("72 7f 80 00 00", &Value::Float(f32::INFINITY));
     roundtrip("82 3f f8 00 00 00 00 00 00", &Value::Double(1.5));
-    roundtrip(
-        "82 40 09 21 fb 54 44 2d 18",
-        &Value::Double(std::f64::consts::PI),
-    );
+    roundtrip("82 40 09 21 fb 54 44 2d 18", &Value::Double(std::f64::consts::PI));
     roundtrip("82 80 00 00 00 00 00 00 00", &Value::Double(-0.0));
     // NaN survives bit-exactly even though it is not equal to itself.
     let nan = hex("72 7f c0 00 01");
     assert_eq!(hx(&Value::decode_exact(&nan).unwrap().to_bytes()), hx(&nan));
     // decimals are opaque
     roundtrip("74 01 02 03 04", &Value::Decimal32([1, 2, 3, 4]));
-    roundtrip(
-        "84 01 02 03 04 05 06 07 08",
-        &Value::Decimal64([1, 2, 3, 4, 5, 6, 7, 8]),
-    );
+    roundtrip("84 01 02 03 04 05 06 07 08", &Value::Decimal64([1, 2, 3, 4, 5, 6, 7, 8]));
     roundtrip(
         "94 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f",
         &Value::Decimal128([0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15]),
@@ -1435,57 +1127,24 @@ fn floating_point_decimal_char_timestamp_uuid() {
     // char: UTF-32BE
     roundtrip("73 00 00 00 41", &Value::Char('A'));
     roundtrip("73 00 01 f6 00", &Value::Char('\u{1f600}'));
-    assert!(matches!(
-        value_fails("73 00 00 d8 00"),
-        DecodeError::Invalid(_)
-    )); // surrogate
-    assert!(matches!(
-        value_fails("73 00 11 00 00"),
-        DecodeError::Invalid(_)
-    )); // above U+10FFFF
-        // timestamp: ms since the epoch, signed
-    prim(
-        "83 00 00 01 8b cf e5 68 00",
-        Timestamp(1_700_000_000_000),
-        Value::Timestamp(Timestamp(1_700_000_000_000)),
-    );
-    prim(
-        "83 ff ff ff ff ff ff ff ff",
-        Timestamp(-1),
-        Value::Timestamp(Timestamp(-1)),
-    );
+    assert!(matches!(value_fails("73 00 00 d8 00"), DecodeError::Invalid(_))); // surrogate
+    assert!(matches!(value_fails("73 00 11 00 00"), DecodeError::Invalid(_))); // above U+10FFFF
+                                                                               // timestamp: ms since the epoch, signed
+    prim("83 00 00 01 8b cf e5 68 00", Timestamp(1_700_000_000_000), Value::Timestamp(Timestamp(1_700_000_000_000)));
+    prim("83 ff ff ff ff ff ff ff ff", Timestamp(-1), Value::Timestamp(Timestamp(-1)));
     // uuid
-    let u = [
-        0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40,
-        0x00,
-    ];
-    prim(
-        "98 12 3e 45 67 e8 9b 12 d3 a4 56 42 66 14 17 40 00",
-        Uuid(u),
-        Value::Uuid(Uuid(u)),
-    );
+    let u = [0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00];
+    prim("98 12 3e 45 67 e8 9b 12 d3 a4 56 42 66 14 17 40 00", Uuid(u), Value::Uuid(Uuid(u)));
 }
 
 #[test]
 fn binary_string_symbol() {
     prim("a0 00", Bytes::new(), Value::Binary(Bytes::new()));
-    prim(
-        "a0 03 01 02 03",
-        Bytes::from_static(&[1, 2, 3]),
-        Value::Binary(Bytes::from_static(&[1, 2, 3])),
-    );
+    prim("a0 03 01 02 03", Bytes::from_static(&[1, 2, 3]), Value::Binary(Bytes::from_static(&[1, 2, 3])));
     let b255 = vec![0x5a; 255];
-    prim(
-        &format!("a0 ff {}", hx(&b255)),
-        Bytes::from(b255.clone()),
-        Value::Binary(Bytes::from(b255)),
-    );
+    prim(&format!("a0 ff {}", hx(&b255)), Bytes::from(b255.clone()), Value::Binary(Bytes::from(b255)));
     let b256 = vec![0x5a; 256];
-    prim(
-        &format!("b0 00 00 01 00 {}", hx(&b256)),
-        Bytes::from(b256.clone()),
-        Value::Binary(Bytes::from(b256)),
-    );
+    prim(&format!("b0 00 00 01 00 {}", hx(&b256)), Bytes::from(b256.clone()), Value::Binary(Bytes::from(b256)));
     prim_nc(
         "b0 00 00 00 02 aa bb",
         Bytes::from_static(&[0xaa, 0xbb]),
@@ -1494,105 +1153,56 @@ fn binary_string_symbol() {
     prim_nc("b0 00 00 00 00", Bytes::new(), Value::Binary(Bytes::new()));
 
     prim("a1 00", String::new(), Value::string(""));
-    prim(
-        "a1 05 68 65 6c 6c 6f",
-        "hello".to_owned(),
-        Value::string("hello"),
-    );
+    prim("a1 05 68 65 6c 6c 6f", "hello".to_owned(), Value::string("hello"));
     prim("a1 02 c3 a9", "\u{e9}".to_owned(), Value::string("\u{e9}"));
-    prim(
-        "a1 04 f0 9f 98 80",
-        "\u{1f600}".to_owned(),
-        Value::string("\u{1f600}"),
-    );
+    prim("a1 04 f0 9f 98 80", "\u{1f600}".to_owned(), Value::string("\u{1f600}"));
     let s300 = "a".repeat(300);
-    prim(
-        &format!("b1 00 00 01 2c {}", hx(s300.as_bytes())),
-        s300.clone(),
-        Value::String(s300),
-    );
+    prim(&format!("b1 00 00 01 2c {}", hx(s300.as_bytes())), s300.clone(), Value::String(s300));
     prim_nc("b1 00 00 00 02 68 69", "hi".to_owned(), Value::string("hi"));
     assert_eq!(hx(&"hi".to_bytes()), "a1 02 68 69");
 
     prim("a3 00", sym(""), Value::symbol(""));
     prim("a3 04 74 65 73 74", sym("test"), Value::symbol("test"));
     let s256 = "x".repeat(256);
-    prim(
-        &format!("b3 00 00 01 00 {}", hx(s256.as_bytes())),
-        sym(&s256),
-        Value::symbol(&s256),
-    );
+    prim(&format!("b3 00 00 01 00 {}", hx(s256.as_bytes())), sym(&s256), Value::symbol(&s256));
     prim_nc("b3 00 00 00 01 78", sym("x"), Value::symbol("x"));
     // Strings, symbols and binaries are distinct types.
-    assert!(matches!(
-        fails::<String>(&hex("a3 01 78")),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<Symbol>(&hex("a1 01 78")),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<Bytes>(&hex("a1 01 78")),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert!(matches!(fails::<String>(&hex("a3 01 78")), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<Symbol>(&hex("a1 01 78")), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<Bytes>(&hex("a1 01 78")), DecodeError::UnexpectedType { .. }));
 }
 
 #[test]
 fn lists() {
     roundtrip("45", &Value::List(vec![]));
-    roundtrip(
-        "c0 04 02 41 52 05",
-        &Value::List(vec![Value::Bool(true), Value::Uint(5)]),
-    );
+    roundtrip("c0 04 02 41 52 05", &Value::List(vec![Value::Bool(true), Value::Uint(5)]));
     roundtrip("c0 02 01 40", &Value::List(vec![Value::Null]));
     // list8 at its largest (size 255) and list32 just past it.
     let s252 = "a".repeat(252);
-    roundtrip(
-        &format!("c0 ff 01 a1 fc {}", hx(s252.as_bytes())),
-        &Value::List(vec![Value::String(s252)]),
-    );
+    roundtrip(&format!("c0 ff 01 a1 fc {}", hx(s252.as_bytes())), &Value::List(vec![Value::String(s252)]));
     let s253 = "a".repeat(253);
     roundtrip(
         &format!("d0 00 00 01 03 00 00 00 01 a1 fd {}", hx(s253.as_bytes())),
         &Value::List(vec![Value::String(s253)]),
     );
     // list32 for more than 255 elements.
-    roundtrip(
-        &format!("d0 00 00 01 04 00 00 01 00 {}", "40 ".repeat(256)),
-        &Value::List(vec![Value::Null; 256]),
-    );
+    roundtrip(&format!("d0 00 00 01 04 00 00 01 00 {}", "40 ".repeat(256)), &Value::List(vec![Value::Null; 256]));
     // Non-canonical: list8 and list32 for small and empty lists.
     decodes("c0 01 00", &Value::List(vec![]));
     decodes("d0 00 00 00 04 00 00 00 00", &Value::List(vec![]));
-    decodes(
-        "d0 00 00 00 06 00 00 00 02 41 42",
-        &Value::List(vec![Value::Bool(true), Value::Bool(false)]),
-    );
+    decodes("d0 00 00 00 06 00 00 00 02 41 42", &Value::List(vec![Value::Bool(true), Value::Bool(false)]));
     // Nested lists.
-    roundtrip(
-        "c0 03 02 45 45",
-        &Value::List(vec![Value::List(vec![]), Value::List(vec![])]),
-    );
-    roundtrip(
-        "c0 05 01 c0 02 01 40",
-        &Value::List(vec![Value::List(vec![Value::Null])]),
-    );
+    roundtrip("c0 03 02 45 45", &Value::List(vec![Value::List(vec![]), Value::List(vec![])]));
+    roundtrip("c0 05 01 c0 02 01 40", &Value::List(vec![Value::List(vec![Value::Null])]));
 }
 
 #[test]
 fn maps() {
     roundtrip("c1 01 00", &Value::Map(vec![]));
-    roundtrip(
-        "c1 06 02 a3 01 61 54 01",
-        &Value::Map(vec![(Value::symbol("a"), Value::Int(1))]),
-    );
+    roundtrip("c1 06 02 a3 01 61 54 01", &Value::Map(vec![(Value::symbol("a"), Value::Int(1))]));
     roundtrip(
         "c1 06 04 43 40 41 52 02",
-        &Value::Map(vec![
-            (Value::Uint(0), Value::Null),
-            (Value::Bool(true), Value::Uint(2)),
-        ]),
+        &Value::Map(vec![(Value::Uint(0), Value::Null), (Value::Bool(true), Value::Uint(2))]),
     );
     // map32 for 128 entries (256 elements): keys uint 0..128, values null.
     // body: 43 40, then 127 x (52 nn 40) = 2 + 381 = 383 bytes; size 4 + 383 = 387 = 0x183.
@@ -1603,29 +1213,14 @@ fn maps() {
     let entries: Vec<(Value, Value)> = (0..128).map(|i| (Value::Uint(i), Value::Null)).collect();
     roundtrip_bytes(&wire, &Value::Map(entries));
     // Non-canonical map32.
-    decodes(
-        "d1 00 00 00 08 00 00 00 02 a3 01 61 40",
-        &Value::Map(vec![(Value::symbol("a"), Value::Null)]),
-    );
+    decodes("d1 00 00 00 08 00 00 00 02 a3 01 61 40", &Value::Map(vec![(Value::symbol("a"), Value::Null)]));
     decodes("d1 00 00 00 04 00 00 00 00", &Value::Map(vec![]));
     // fields: a map with symbol keys
-    roundtrip(
-        "c1 06 02 a3 01 61 54 01",
-        &fields(vec![("a", Value::Int(1))]),
-    );
+    roundtrip("c1 06 02 a3 01 61 54 01", &fields(vec![("a", Value::Int(1))]));
     roundtrip("c1 01 00", &Fields::default());
-    decodes(
-        "d1 00 00 00 08 00 00 00 02 a3 01 61 40",
-        &fields(vec![("a", Value::Null)]),
-    );
-    assert!(matches!(
-        fails::<Fields>(&hex("c1 06 02 a1 01 61 54 01")),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<Fields>(&hex("45")),
-        DecodeError::UnexpectedType { .. }
-    ));
+    decodes("d1 00 00 00 08 00 00 00 02 a3 01 61 40", &fields(vec![("a", Value::Null)]));
+    assert!(matches!(fails::<Fields>(&hex("c1 06 02 a1 01 61 54 01")), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<Fields>(&hex("45")), DecodeError::UnexpectedType { .. }));
     let f = fields(vec![("a", Value::Int(1))]);
     assert_eq!(f.get("a"), Some(&Value::Int(1)));
     assert_eq!(f.get("b"), None);
@@ -1634,179 +1229,86 @@ fn maps() {
 #[test]
 fn arrays() {
     // array8 of uint: elements share the 0x70 constructor.
-    roundtrip(
-        "e0 0a 02 70 00 00 00 01 00 00 00 02",
-        &Value::Array(vec![Value::Uint(1), Value::Uint(2)]),
-    );
+    roundtrip("e0 0a 02 70 00 00 00 01 00 00 00 02", &Value::Array(vec![Value::Uint(1), Value::Uint(2)]));
     // array of smalluint / uint0-free forms: valid but not what the encoder writes.
-    decodes(
-        "e0 04 02 52 01 02",
-        &Value::Array(vec![Value::Uint(1), Value::Uint(2)]),
-    );
-    decodes(
-        "e0 04 02 53 01 02",
-        &Value::Array(vec![Value::Ulong(1), Value::Ulong(2)]),
-    );
-    decodes(
-        "e0 04 02 54 ff 01",
-        &Value::Array(vec![Value::Int(-1), Value::Int(1)]),
-    );
+    decodes("e0 04 02 52 01 02", &Value::Array(vec![Value::Uint(1), Value::Uint(2)]));
+    decodes("e0 04 02 53 01 02", &Value::Array(vec![Value::Ulong(1), Value::Ulong(2)]));
+    decodes("e0 04 02 54 ff 01", &Value::Array(vec![Value::Int(-1), Value::Int(1)]));
     // booleans use 0x56 in arrays.
-    roundtrip(
-        "e0 04 02 56 01 00",
-        &Value::Array(vec![Value::Bool(true), Value::Bool(false)]),
-    );
-    roundtrip(
-        "e0 06 02 60 00 01 00 02",
-        &Value::Array(vec![Value::Ushort(1), Value::Ushort(2)]),
-    );
-    roundtrip(
-        "e0 0a 01 81 ff ff ff ff ff ff ff ff",
-        &Value::Array(vec![Value::Long(-1)]),
-    );
-    roundtrip(
-        "e0 0a 02 72 3f c0 00 00 00 00 00 00",
-        &Value::Array(vec![Value::Float(1.5), Value::Float(0.0)]),
-    );
-    roundtrip(
-        "e0 06 01 73 00 00 00 41",
-        &Value::Array(vec![Value::Char('A')]),
-    );
+    roundtrip("e0 04 02 56 01 00", &Value::Array(vec![Value::Bool(true), Value::Bool(false)]));
+    roundtrip("e0 06 02 60 00 01 00 02", &Value::Array(vec![Value::Ushort(1), Value::Ushort(2)]));
+    roundtrip("e0 0a 01 81 ff ff ff ff ff ff ff ff", &Value::Array(vec![Value::Long(-1)]));
+    roundtrip("e0 0a 02 72 3f c0 00 00 00 00 00 00", &Value::Array(vec![Value::Float(1.5), Value::Float(0.0)]));
+    roundtrip("e0 06 01 73 00 00 00 41", &Value::Array(vec![Value::Char('A')]));
     // array8 of sym8; array8 of str8; the empty array.
-    roundtrip(
-        "e0 0a 02 a3 03 66 6f 6f 03 62 61 72",
-        &Value::Array(vec![Value::symbol("foo"), Value::symbol("bar")]),
-    );
-    roundtrip(
-        "e0 06 01 a1 03 74 77 6f",
-        &Value::Array(vec![Value::string("two")]),
-    );
+    roundtrip("e0 0a 02 a3 03 66 6f 6f 03 62 61 72", &Value::Array(vec![Value::symbol("foo"), Value::symbol("bar")]));
+    roundtrip("e0 06 01 a1 03 74 77 6f", &Value::Array(vec![Value::string("two")]));
     roundtrip("e0 02 00 40", &Value::Array(vec![]));
     // array32: more than 255 elements.
     let mut wire = hex("f0 00 00 01 05 00 00 01 00 50");
     wire.extend(0..=255u8);
-    roundtrip_bytes(
-        &wire,
-        &Value::Array((0..=255u8).map(Value::Ubyte).collect()),
-    );
+    roundtrip_bytes(&wire, &Value::Array((0..=255u8).map(Value::Ubyte).collect()));
     // array32 of str32: one element longer than 255 bytes widens every element.
     let s256 = "a".repeat(256);
     roundtrip(
-        &format!(
-            "f0 00 00 01 0e 00 00 00 02 b1 00 00 01 00 {} 00 00 00 01 62",
-            hx(s256.as_bytes())
-        ),
+        &format!("f0 00 00 01 0e 00 00 00 02 b1 00 00 01 00 {} 00 00 00 01 62", hx(s256.as_bytes())),
         &Value::Array(vec![Value::String(s256), Value::string("b")]),
     );
     // Non-canonical array32.
-    decodes(
-        "f0 00 00 00 07 00 00 00 02 50 01 02",
-        &Value::Array(vec![Value::Ubyte(1), Value::Ubyte(2)]),
-    );
+    decodes("f0 00 00 00 07 00 00 00 02 50 01 02", &Value::Array(vec![Value::Ubyte(1), Value::Ubyte(2)]));
     // Arrays of compound values: every element uses the 32-bit form.
     roundtrip(
         "e0 13 02 d0 00 00 00 04 00 00 00 00 00 00 00 05 00 00 00 01 41",
-        &Value::Array(vec![
-            Value::List(vec![]),
-            Value::List(vec![Value::Bool(true)]),
-        ]),
+        &Value::Array(vec![Value::List(vec![]), Value::List(vec![Value::Bool(true)])]),
     );
-    roundtrip(
-        "e0 0a 01 d1 00 00 00 04 00 00 00 00",
-        &Value::Array(vec![Value::Map(vec![])]),
-    );
-    roundtrip(
-        "e0 0c 01 f0 00 00 00 06 00 00 00 01 50 01",
-        &Value::Array(vec![Value::Array(vec![Value::Ubyte(1)])]),
-    );
+    roundtrip("e0 0a 01 d1 00 00 00 04 00 00 00 00", &Value::Array(vec![Value::Map(vec![])]));
+    roundtrip("e0 0c 01 f0 00 00 00 06 00 00 00 01 50 01", &Value::Array(vec![Value::Array(vec![Value::Ubyte(1)])]));
     // Arrays of described values: the descriptor is part of the shared constructor.
     roundtrip(
         "e0 07 02 00 53 99 50 01 02",
-        &Value::Array(vec![
-            described(0x99, Value::Ubyte(1)),
-            described(0x99, Value::Ubyte(2)),
-        ]),
+        &Value::Array(vec![described(0x99, Value::Ubyte(1)), described(0x99, Value::Ubyte(2))]),
     );
     roundtrip(
         "e0 0c 01 00 a3 04 74 65 73 74 a1 02 68 69",
         &Value::Array(vec![described_sym("test", Value::string("hi"))]),
     );
-    roundtrip(
-        "e0 05 01 00 44 56 01",
-        &Value::Array(vec![described(0, Value::Bool(true))]),
-    );
+    roundtrip("e0 05 01 00 44 56 01", &Value::Array(vec![described(0, Value::Bool(true))]));
 }
 
 #[test]
 fn symbols_single_or_array() {
     roundtrip("a3 03 66 6f 6f", &syms(&["foo"]));
-    roundtrip(
-        "e0 0a 02 a3 03 66 6f 6f 03 62 61 72",
-        &syms(&["foo", "bar"]),
-    );
+    roundtrip("e0 0a 02 a3 03 66 6f 6f 03 62 61 72", &syms(&["foo", "bar"]));
     roundtrip("e0 02 00 a3", &Symbols(vec![]));
     // sym32 elements when one symbol is longer than 255 bytes.
     let long = "a".repeat(256);
     roundtrip(
-        &format!(
-            "f0 00 00 01 0e 00 00 00 02 b3 00 00 01 00 {} 00 00 00 01 62",
-            hx(long.as_bytes())
-        ),
+        &format!("f0 00 00 01 0e 00 00 00 02 b3 00 00 01 00 {} 00 00 00 01 62", hx(long.as_bytes())),
         &syms(&[&long, "b"]),
     );
     decodes("b3 00 00 00 03 66 6f 6f", &syms(&["foo"]));
     decodes("f0 00 00 00 06 00 00 00 01 a3 00", &syms(&[""]));
     assert!(syms(&["a", "b"]).contains("b"));
     // An array of strings is not an array of symbols.
-    assert!(matches!(
-        fails::<Symbols>(&hex("e0 04 01 a1 01 61")),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<Symbols>(&hex("e0 06 01 00 53 01 a3 00")),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<Symbols>(&hex("a1 01 61")),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert!(matches!(fails::<Symbols>(&hex("e0 04 01 a1 01 61")), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<Symbols>(&hex("e0 06 01 00 53 01 a3 00")), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<Symbols>(&hex("a1 01 61")), DecodeError::UnexpectedType { .. }));
 }
 
 #[test]
 fn described_values() {
     roundtrip("00 53 2a a1 01 78", &described(42, Value::string("x")));
     roundtrip("00 44 40", &described(0, Value::Null));
-    roundtrip(
-        "00 80 00 00 46 8c 00 00 00 04 40",
-        &described(0x0000_468c_0000_0004, Value::Null),
-    );
-    roundtrip(
-        "00 a3 07 66 6f 6f 3a 62 61 72 41",
-        &described_sym("foo:bar", Value::Bool(true)),
-    );
-    roundtrip(
-        "00 53 01 00 53 02 45",
-        &described(1, described(2, Value::List(vec![]))),
-    );
+    roundtrip("00 80 00 00 46 8c 00 00 00 04 40", &described(0x0000_468c_0000_0004, Value::Null));
+    roundtrip("00 a3 07 66 6f 6f 3a 62 61 72 41", &described_sym("foo:bar", Value::Bool(true)));
+    roundtrip("00 53 01 00 53 02 45", &described(1, described(2, Value::List(vec![]))));
     // Non-canonical descriptors.
-    decodes(
-        "00 80 00 00 00 00 00 00 00 2a 40",
-        &described(42, Value::Null),
-    );
+    decodes("00 80 00 00 00 00 00 00 00 2a 40", &described(42, Value::Null));
     decodes("00 53 00 40", &described(0, Value::Null));
-    decodes(
-        "00 b3 00 00 00 03 66 6f 6f 40",
-        &described_sym("foo", Value::Null),
-    );
+    decodes("00 b3 00 00 00 03 66 6f 6f 40", &described_sym("foo", Value::Null));
     // Descriptors are ulong or symbol.
-    assert!(matches!(
-        value_fails("00 a1 01 78 40"),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        value_fails("00 52 01 40"),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert!(matches!(value_fails("00 a1 01 78 40"), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(value_fails("00 52 01 40"), DecodeError::UnexpectedType { .. }));
     assert!(matches!(value_fails("00 53 01"), DecodeError::Truncated));
     assert!(matches!(value_fails("00"), DecodeError::Truncated));
 }
@@ -1820,10 +1322,7 @@ fn value_accessors() {
     assert_eq!(Symbol::new("caf\u{e9}").as_str(), "caf?");
     assert_eq!(sym("x"), "x");
     assert!(DeliveryTag::from_slice(&[0; 33]).is_none());
-    assert_eq!(
-        DeliveryTag::from_u64(0x0102).as_slice(),
-        &[0, 0, 0, 0, 0, 0, 1, 2]
-    );
+    assert_eq!(DeliveryTag::from_u64(0x0102).as_slice(), &[0, 0, 0, 0, 0, 0, 1, 2]);
 }
 
 #[test]
@@ -1833,14 +1332,8 @@ fn settle_modes() {
     prim("50 02", SenderSettleMode::Mixed, Value::Ubyte(2));
     prim("50 00", ReceiverSettleMode::First, Value::Ubyte(0));
     prim("50 01", ReceiverSettleMode::Second, Value::Ubyte(1));
-    assert!(matches!(
-        fails::<SenderSettleMode>(&hex("50 03")),
-        DecodeError::Invalid(_)
-    ));
-    assert!(matches!(
-        fails::<ReceiverSettleMode>(&hex("50 02")),
-        DecodeError::Invalid(_)
-    ));
+    assert!(matches!(fails::<SenderSettleMode>(&hex("50 03")), DecodeError::Invalid(_)));
+    assert!(matches!(fails::<ReceiverSettleMode>(&hex("50 02")), DecodeError::Invalid(_)));
 }
 
 // ---------------------------------------------------------------------------
@@ -1861,49 +1354,20 @@ fn compound_length_past_the_end() {
         assert_eq!(value_fails(bad), DecodeError::Truncated, "{bad}");
     }
     // Counts that cannot fit the bytes present.
-    for bad in [
-        "c0 02 05 40",
-        "d0 00 00 00 05 ff ff ff ff 40",
-        "c1 03 04 40 40",
-        "e0 03 05 50 01",
-    ] {
-        assert!(
-            matches!(value_fails(bad), DecodeError::InvalidLength(_)),
-            "{bad}"
-        );
+    for bad in ["c0 02 05 40", "d0 00 00 00 05 ff ff ff ff 40", "c1 03 04 40 40", "e0 03 05 50 01"] {
+        assert!(matches!(value_fails(bad), DecodeError::InvalidLength(_)), "{bad}");
     }
     // Sizes smaller than their count field.
-    assert!(matches!(
-        value_fails("c0 00"),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        value_fails("d0 00 00 00 03 00 00 00"),
-        DecodeError::InvalidLength(_)
-    ));
+    assert!(matches!(value_fails("c0 00"), DecodeError::InvalidLength(_)));
+    assert!(matches!(value_fails("d0 00 00 00 03 00 00 00"), DecodeError::InvalidLength(_)));
     assert!(value_fails("e0 00").eq(&DecodeError::Truncated));
     // Sizes larger than the elements.
-    assert!(matches!(
-        value_fails("c0 03 01 40 40"),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        value_fails("c1 04 02 40 40 40"),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        value_fails("e0 04 01 50 01 02"),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        fails::<Flow>(&hex(&format!("00 53 13 c0 17 0a {FLOW_BODY} 40"))),
-        DecodeError::InvalidLength(_)
-    ));
+    assert!(matches!(value_fails("c0 03 01 40 40"), DecodeError::InvalidLength(_)));
+    assert!(matches!(value_fails("c1 04 02 40 40 40"), DecodeError::InvalidLength(_)));
+    assert!(matches!(value_fails("e0 04 01 50 01 02"), DecodeError::InvalidLength(_)));
+    assert!(matches!(fails::<Flow>(&hex(&format!("00 53 13 c0 17 0a {FLOW_BODY} 40"))), DecodeError::InvalidLength(_)));
     // Element that runs past its container's end (inside the container, not the buffer).
-    assert_eq!(
-        value_fails("c0 02 01 a1 05 68 65 6c 6c 6f"),
-        DecodeError::Truncated
-    );
+    assert_eq!(value_fails("c0 02 01 a1 05 68 65 6c 6c 6f"), DecodeError::Truncated);
 }
 
 #[test]
@@ -1919,24 +1383,12 @@ fn binary_length_past_the_end() {
     ] {
         assert_eq!(value_fails(bad), DecodeError::Truncated, "{bad}");
     }
-    assert_eq!(
-        fails::<Bytes>(&hex("b0 ff ff ff ff 00")),
-        DecodeError::Truncated
-    );
-    assert_eq!(
-        fails::<String>(&hex("b1 ff ff ff ff")),
-        DecodeError::Truncated
-    );
+    assert_eq!(fails::<Bytes>(&hex("b0 ff ff ff ff 00")), DecodeError::Truncated);
+    assert_eq!(fails::<String>(&hex("b1 ff ff ff ff")), DecodeError::Truncated);
     assert_eq!(fails::<Symbol>(&hex("a3 ff")), DecodeError::Truncated);
-    assert_eq!(
-        fails::<DeliveryTag>(&hex("b0 ff ff ff ff")),
-        DecodeError::Truncated
-    );
+    assert_eq!(fails::<DeliveryTag>(&hex("b0 ff ff ff ff")), DecodeError::Truncated);
     // ... and inside a performative.
-    assert_eq!(
-        fails::<Performative>(&hex("00 53 10 c0 03 01 a1 7f")),
-        DecodeError::Truncated
-    );
+    assert_eq!(fails::<Performative>(&hex("00 53 10 c0 03 01 a1 7f")), DecodeError::Truncated);
 }
 
 #[test]
@@ -1944,29 +1396,17 @@ fn huge_array_counts_are_rejected_without_iterating() {
     // 2^32-1 zero-width elements in a 5-byte array: refused from the header.
     for code in 0x40..=0x45u8 {
         let wire = [hex("f0 00 00 00 05 ff ff ff ff"), vec![code]].concat();
-        assert!(
-            matches!(fails::<Value>(&wire), DecodeError::InvalidLength(_)),
-            "{code:02x}"
-        );
+        assert!(matches!(fails::<Value>(&wire), DecodeError::InvalidLength(_)), "{code:02x}");
         let wire = [hex("e0 02 ff"), vec![code]].concat();
-        assert!(
-            matches!(fails::<Value>(&wire), DecodeError::InvalidLength(_)),
-            "{code:02x}"
-        );
+        assert!(matches!(fails::<Value>(&wire), DecodeError::InvalidLength(_)), "{code:02x}");
         // behind a described element constructor too
         let wire = [hex("f0 00 00 00 08 ff ff ff ff 00 53 01"), vec![code]].concat();
-        assert!(
-            matches!(fails::<Value>(&wire), DecodeError::InvalidLength(_)),
-            "{code:02x}"
-        );
+        assert!(matches!(fails::<Value>(&wire), DecodeError::InvalidLength(_)), "{code:02x}");
     }
     // Non-zero widths: the count is checked against the bytes present.
     for code in [0x56u8, 0x50, 0x60, 0x70, 0x80, 0x98, 0xa1, 0xb1, 0xd0, 0xf0] {
         let wire = [hex("f0 00 00 00 05 ff ff ff ff"), vec![code]].concat();
-        assert!(
-            matches!(fails::<Value>(&wire), DecodeError::InvalidLength(_)),
-            "{code:02x}"
-        );
+        assert!(matches!(fails::<Value>(&wire), DecodeError::InvalidLength(_)), "{code:02x}");
     }
     // The typed array decoder (symbols) and the skipping of unknown fields likewise.
     assert!(fails::<Symbols>(&hex("f0 00 00 00 05 ff ff ff ff a3"))
@@ -1974,9 +1414,7 @@ fn huge_array_counts_are_rejected_without_iterating() {
     assert!(fails::<Symbols>(&hex("f0 00 00 00 05 ff ff ff ff 40"))
         .eq(&DecodeError::InvalidLength("array of zero-width elements")));
     let open = "00 53 10 c0 14 08 a1 01 63 40 40 40 40 40 40 f0 00 00 00 05 ff ff ff ff 40";
-    assert!(
-        fails::<Open>(&hex(open)).eq(&DecodeError::InvalidLength("array of zero-width elements"))
-    );
+    assert!(fails::<Open>(&hex(open)).eq(&DecodeError::InvalidLength("array of zero-width elements")));
 }
 
 /// `00 53 00` repeated: a described value describing a described value ...
@@ -2011,31 +1449,16 @@ fn deep_nesting_is_refused_without_overflowing_the_stack() {
     // The limit itself: MAX_DEPTH described levels, MAX_DEPTH lists (63 list32 + list0).
     let max = MAX_DEPTH as usize;
     assert!(Value::decode_exact(&nested_described(max)).is_ok());
-    assert_eq!(
-        fails::<Value>(&nested_described(max + 1)),
-        DecodeError::TooDeep
-    );
+    assert_eq!(fails::<Value>(&nested_described(max + 1)), DecodeError::TooDeep);
     assert!(Value::decode_exact(&nested_lists(max - 1)).is_ok());
     assert_eq!(fails::<Value>(&nested_lists(max)), DecodeError::TooDeep);
 
     // 100,000 x 0x00: a descriptor must be a ulong or a symbol (part 1, 1.5), so a
     // decoder stops at the second byte.
     let zeros = vec![0u8; N];
-    assert!(matches!(
-        fails::<Value>(&zeros),
-        DecodeError::UnexpectedType {
-            expected: "descriptor",
-            ..
-        }
-    ));
-    assert!(matches!(
-        fails::<Performative>(&zeros),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<SaslFrame>(&zeros),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert!(matches!(fails::<Value>(&zeros), DecodeError::UnexpectedType { expected: "descriptor", .. }));
+    assert!(matches!(fails::<Performative>(&zeros), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<SaslFrame>(&zeros), DecodeError::UnexpectedType { .. }));
     assert!(RawMessage::parse(&Bytes::from(zeros.clone())).is_err());
     // Where a value is skipped rather than decoded, nested 0x00 constructors are
     // followed and hit the depth limit: an array's element descriptor ...
@@ -2047,15 +1470,9 @@ fn deep_nesting_is_refused_without_overflowing_the_stack() {
     assert_eq!(fails::<Symbols>(&array), DecodeError::TooDeep);
     // ... and the contents of a message section.
     let section = [hex("00 53 77"), zeros.clone()].concat();
-    assert_eq!(
-        RawMessage::parse(&Bytes::from(section)).unwrap_err(),
-        DecodeError::TooDeep
-    );
+    assert_eq!(RawMessage::parse(&Bytes::from(section)).unwrap_err(), DecodeError::TooDeep);
     let section = [hex("00 53 77"), nested_described(N)].concat();
-    assert_eq!(
-        RawMessage::parse(&Bytes::from(section)).unwrap_err(),
-        DecodeError::TooDeep
-    );
+    assert_eq!(RawMessage::parse(&Bytes::from(section)).unwrap_err(), DecodeError::TooDeep);
 }
 
 #[test]
@@ -2100,72 +1517,31 @@ fn deep_nesting_in_every_path_returns_too_deep() {
 
 #[test]
 fn odd_map_counts_are_rejected() {
-    assert!(matches!(
-        value_fails("c1 02 01 40"),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        value_fails("c1 04 03 40 40 40"),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        value_fails("d1 00 00 00 05 00 00 00 01 40"),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        fails::<Fields>(&hex("c1 04 03 a3 00 40 40")),
-        DecodeError::InvalidLength(_)
-    ));
+    assert!(matches!(value_fails("c1 02 01 40"), DecodeError::InvalidLength(_)));
+    assert!(matches!(value_fails("c1 04 03 40 40 40"), DecodeError::InvalidLength(_)));
+    assert!(matches!(value_fails("d1 00 00 00 05 00 00 00 01 40"), DecodeError::InvalidLength(_)));
+    assert!(matches!(fails::<Fields>(&hex("c1 04 03 a3 00 40 40")), DecodeError::InvalidLength(_)));
     // inside a performative
     let open = "00 53 10 c0 0f 0a a1 00 40 40 40 40 40 40 40 40 c1 02 01 40";
-    assert!(matches!(
-        fails::<Open>(&hex(open)),
-        DecodeError::InvalidLength(_)
-    ));
+    assert!(matches!(fails::<Open>(&hex(open)), DecodeError::InvalidLength(_)));
 }
 
 #[test]
 fn invalid_text_is_rejected() {
-    for bad in [
-        "a1 02 c3 28",
-        "a1 01 ff",
-        "a1 03 ed a0 80",
-        "b1 00 00 00 01 80",
-        "a1 02 c0 80",
-    ] {
+    for bad in ["a1 02 c3 28", "a1 01 ff", "a1 03 ed a0 80", "b1 00 00 00 01 80", "a1 02 c0 80"] {
         assert_eq!(value_fails(bad), DecodeError::InvalidText, "{bad}");
-        assert_eq!(
-            fails::<String>(&hex(bad)),
-            DecodeError::InvalidText,
-            "{bad}"
-        );
+        assert_eq!(fails::<String>(&hex(bad)), DecodeError::InvalidText, "{bad}");
     }
     for bad in ["a3 02 c3 a9", "a3 01 80", "b3 00 00 00 01 ff"] {
         assert_eq!(value_fails(bad), DecodeError::InvalidText, "{bad}");
-        assert_eq!(
-            fails::<Symbol>(&hex(bad)),
-            DecodeError::InvalidText,
-            "{bad}"
-        );
+        assert_eq!(fails::<Symbol>(&hex(bad)), DecodeError::InvalidText, "{bad}");
     }
     assert_eq!(value_fails("00 a3 01 80 40"), DecodeError::InvalidText);
-    assert_eq!(
-        value_fails("e0 05 02 a3 01 80 00"),
-        DecodeError::InvalidText
-    );
-    assert_eq!(
-        fails::<Symbols>(&hex("e0 05 02 a3 01 80 00")),
-        DecodeError::InvalidText
-    );
+    assert_eq!(value_fails("e0 05 02 a3 01 80 00"), DecodeError::InvalidText);
+    assert_eq!(fails::<Symbols>(&hex("e0 05 02 a3 01 80 00")), DecodeError::InvalidText);
     // inside performatives
-    assert_eq!(
-        fails::<Open>(&hex("00 53 10 c0 04 01 a1 01 ff")),
-        DecodeError::InvalidText
-    );
-    assert_eq!(
-        fails::<Error>(&hex("00 53 1d c0 04 01 a3 01 ff")),
-        DecodeError::InvalidText
-    );
+    assert_eq!(fails::<Open>(&hex("00 53 10 c0 04 01 a1 01 ff")), DecodeError::InvalidText);
+    assert_eq!(fails::<Error>(&hex("00 53 1d c0 04 01 a3 01 ff")), DecodeError::InvalidText);
 }
 
 #[test]
@@ -2179,32 +1555,17 @@ fn unknown_format_codes_are_rejected() {
         let wire = [vec![code], vec![0u8; 20]].concat();
         let r = Value::decode(&mut Decoder::new(&wire));
         if known.contains(&code) {
-            assert!(
-                !matches!(r, Err(DecodeError::UnknownFormatCode(_))),
-                "{code:02x}: {r:?}"
-            );
+            assert!(!matches!(r, Err(DecodeError::UnknownFormatCode(_))), "{code:02x}: {r:?}");
         } else {
             assert_eq!(r, Err(DecodeError::UnknownFormatCode(code)), "{code:02x}");
         }
     }
-    assert_eq!(
-        value_fails("c0 02 01 01"),
-        DecodeError::UnknownFormatCode(0x01)
-    );
-    assert_eq!(
-        value_fails("e0 03 01 02 00"),
-        DecodeError::UnknownFormatCode(0x02)
-    );
-    assert_eq!(
-        fails::<Properties>(&hex("00 53 73 c0 02 01 ff")),
-        DecodeError::UnknownFormatCode(0xff)
-    );
+    assert_eq!(value_fails("c0 02 01 01"), DecodeError::UnknownFormatCode(0x01));
+    assert_eq!(value_fails("e0 03 01 02 00"), DecodeError::UnknownFormatCode(0x02));
+    assert_eq!(fails::<Properties>(&hex("00 53 73 c0 02 01 ff")), DecodeError::UnknownFormatCode(0xff));
     assert_eq!(
         fails::<Flow>(&hex("00 53 13 c0 02 01 ff")),
-        DecodeError::UnexpectedType {
-            expected: "uint",
-            found: 0xff
-        }
+        DecodeError::UnexpectedType { expected: "uint", found: 0xff }
     );
 }
 
@@ -2234,18 +1595,9 @@ fn truncated_fixed_width_values_are_rejected() {
     assert_eq!(fails::<bool>(&hex("56")), DecodeError::Truncated);
     assert_eq!(fails::<u16>(&hex("60 00")), DecodeError::Truncated);
     // Variable-width and compound headers cut short.
-    for bad in [
-        "",
-        "a0",
-        "b0 00 00",
-        "c0",
-        "d0 00 00 00",
-        "d0 00 00 00 08 00 00",
-        "e0",
-        "e0 01",
-        "f0 00 00 00 04 00",
-        "00 53",
-    ] {
+    for bad in
+        ["", "a0", "b0 00 00", "c0", "d0 00 00 00", "d0 00 00 00 08 00 00", "e0", "e0 01", "f0 00 00 00 04 00", "00 53"]
+    {
         assert_eq!(value_fails(bad), DecodeError::Truncated, "{bad:?}");
     }
     // Every strict prefix of every performative vector fails.
@@ -2271,22 +1623,10 @@ fn truncated_fixed_width_values_are_rejected() {
 fn delivery_tag_longer_than_32_bytes_is_rejected() {
     // transfer: list8 size 38, count 3: handle 0, delivery-id 0, vbin8 of 33 bytes.
     let wire = format!("00 53 14 c0 26 03 43 43 a0 21 {}", "ab ".repeat(33));
-    assert_eq!(
-        fails::<Transfer>(&hex(&wire)),
-        DecodeError::InvalidLength("delivery-tag longer than 32 bytes")
-    );
-    assert_eq!(
-        fails::<Performative>(&hex(&wire)),
-        DecodeError::InvalidLength("delivery-tag longer than 32 bytes")
-    );
-    let wire = format!(
-        "00 53 14 d0 00 00 00 2c 00 00 00 03 43 43 b0 00 00 00 21 {}",
-        "ab ".repeat(33)
-    );
-    assert_eq!(
-        fails::<Transfer>(&hex(&wire)),
-        DecodeError::InvalidLength("delivery-tag longer than 32 bytes")
-    );
+    assert_eq!(fails::<Transfer>(&hex(&wire)), DecodeError::InvalidLength("delivery-tag longer than 32 bytes"));
+    assert_eq!(fails::<Performative>(&hex(&wire)), DecodeError::InvalidLength("delivery-tag longer than 32 bytes"));
+    let wire = format!("00 53 14 d0 00 00 00 2c 00 00 00 03 43 43 b0 00 00 00 21 {}", "ab ".repeat(33));
+    assert_eq!(fails::<Transfer>(&hex(&wire)), DecodeError::InvalidLength("delivery-tag longer than 32 bytes"));
     // A delivery tag must be binary.
     assert!(matches!(
         fails::<Transfer>(&hex("00 53 14 c0 07 03 43 43 a1 02 68 69")),
@@ -2296,54 +1636,21 @@ fn delivery_tag_longer_than_32_bytes_is_rejected() {
 
 #[test]
 fn missing_mandatory_fields_and_trailing_bytes() {
-    assert_eq!(
-        fails::<Transfer>(&hex("00 53 14 45")),
-        DecodeError::MissingField("handle")
-    );
-    assert_eq!(
-        fails::<Transfer>(&hex("00 53 14 c0 02 01 40")),
-        DecodeError::MissingField("handle")
-    );
-    assert_eq!(
-        fails::<Open>(&hex("00 53 10 45")),
-        DecodeError::MissingField("container_id")
-    );
-    assert_eq!(
-        fails::<Begin>(&hex("00 53 11 c0 03 02 40 43")),
-        DecodeError::MissingField("incoming_window")
-    );
-    assert_eq!(
-        fails::<Attach>(&hex("00 53 12 c0 05 02 a1 01 6c 43")),
-        DecodeError::MissingField("role")
-    );
-    assert_eq!(
-        fails::<Disposition>(&hex("00 53 15 c0 02 01 41")),
-        DecodeError::MissingField("first")
-    );
-    assert_eq!(
-        fails::<Received>(&hex("00 53 23 c0 02 01 43")),
-        DecodeError::MissingField("section_offset")
-    );
+    assert_eq!(fails::<Transfer>(&hex("00 53 14 45")), DecodeError::MissingField("handle"));
+    assert_eq!(fails::<Transfer>(&hex("00 53 14 c0 02 01 40")), DecodeError::MissingField("handle"));
+    assert_eq!(fails::<Open>(&hex("00 53 10 45")), DecodeError::MissingField("container_id"));
+    assert_eq!(fails::<Begin>(&hex("00 53 11 c0 03 02 40 43")), DecodeError::MissingField("incoming_window"));
+    assert_eq!(fails::<Attach>(&hex("00 53 12 c0 05 02 a1 01 6c 43")), DecodeError::MissingField("role"));
+    assert_eq!(fails::<Disposition>(&hex("00 53 15 c0 02 01 41")), DecodeError::MissingField("first"));
+    assert_eq!(fails::<Received>(&hex("00 53 23 c0 02 01 43")), DecodeError::MissingField("section_offset"));
     // A field of the wrong type.
-    assert!(matches!(
-        fails::<Detach>(&hex("00 53 16 c0 03 01 a1 00")),
-        DecodeError::UnexpectedType { .. }
-    ));
-    assert!(matches!(
-        fails::<Flow>(&hex("00 53 13 c0 05 04 40 44 43 43")),
-        DecodeError::UnexpectedType { .. }
-    ));
+    assert!(matches!(fails::<Detach>(&hex("00 53 16 c0 03 01 a1 00")), DecodeError::UnexpectedType { .. }));
+    assert!(matches!(fails::<Flow>(&hex("00 53 13 c0 05 04 40 44 43 43")), DecodeError::UnexpectedType { .. }));
     // decode_exact refuses trailing bytes; decode leaves them.
-    assert!(matches!(
-        fails::<Performative>(&hex("00 53 17 45 40")),
-        DecodeError::Invalid(_)
-    ));
+    assert!(matches!(fails::<Performative>(&hex("00 53 17 45 40")), DecodeError::Invalid(_)));
     let wire = hex("00 53 17 45 ff");
     let mut d = Decoder::new(&wire);
-    assert_eq!(
-        Performative::decode(&mut d),
-        Ok(Performative::End(End { error: None }))
-    );
+    assert_eq!(Performative::decode(&mut d), Ok(Performative::End(End { error: None })));
     assert_eq!(d.position(), 4);
     assert_eq!(d.rest(), &[0xff]);
 }
@@ -2361,81 +1668,45 @@ fn decoder_cursor() {
     assert!(d.is_empty());
     assert_eq!(d.byte(), Err(DecodeError::Truncated));
     // skip_value steps over whole values of every shape, by their sizes.
-    let wire = hex("00 53 10 c0 02 01 40 b0 00 00 00 01 ff e0 03 01 50 01 98 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00");
+    let wire =
+        hex("00 53 10 c0 02 01 40 b0 00 00 00 01 ff e0 03 01 50 01 98 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00");
     let mut d = Decoder::new(&wire);
     for _ in 0..4 {
         d.skip_value().unwrap();
     }
     assert!(d.is_empty());
-    assert_eq!(
-        Decoder::new(&[0x01]).skip_value(),
-        Err(DecodeError::UnknownFormatCode(0x01))
-    );
+    assert_eq!(Decoder::new(&[0x01]).skip_value(), Err(DecodeError::UnknownFormatCode(0x01)));
     // The display of errors names the problem.
-    assert_eq!(
-        DecodeError::UnknownFormatCode(0xff).to_string(),
-        "unknown format code 0xff"
-    );
-    assert_eq!(
-        DecodeError::MissingField("handle").to_string(),
-        "mandatory field handle missing"
-    );
+    assert_eq!(DecodeError::UnknownFormatCode(0xff).to_string(), "unknown format code 0xff");
+    assert_eq!(DecodeError::MissingField("handle").to_string(), "mandatory field handle missing");
 }
 
 #[test]
 fn stray_bytes_inside_a_compound_are_rejected_by_every_decoder() {
     // map8 of size 5 whose elements fill only 3 bytes of it.
     let map = hex("c1 05 02 a3 00 40 40");
-    assert!(matches!(
-        fails::<Value>(&map),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        fails::<Fields>(&map),
-        DecodeError::InvalidLength(_)
-    ));
+    assert!(matches!(fails::<Value>(&map), DecodeError::InvalidLength(_)));
+    assert!(matches!(fails::<Fields>(&map), DecodeError::InvalidLength(_)));
     // array8 of one sym8, with a stray byte after it.
     let array = hex("e0 04 01 a3 00 40");
-    assert!(matches!(
-        fails::<Value>(&array),
-        DecodeError::InvalidLength(_)
-    ));
-    assert!(matches!(
-        fails::<Symbols>(&array),
-        DecodeError::InvalidLength(_)
-    ));
+    assert!(matches!(fails::<Value>(&array), DecodeError::InvalidLength(_)));
+    assert!(matches!(fails::<Symbols>(&array), DecodeError::InvalidLength(_)));
     // ... as an open's properties and capabilities.
     let open = "00 53 10 c0 12 0a a1 00 40 40 40 40 40 40 40 40 c1 05 02 a3 00 40 40";
-    assert!(matches!(
-        fails::<Open>(&hex(open)),
-        DecodeError::InvalidLength(_)
-    ));
+    assert!(matches!(fails::<Open>(&hex(open)), DecodeError::InvalidLength(_)));
     let open = "00 53 10 c0 0f 08 a1 00 40 40 40 40 40 40 e0 04 01 a3 00 40";
-    assert!(matches!(
-        fails::<Open>(&hex(open)),
-        DecodeError::InvalidLength(_)
-    ));
+    assert!(matches!(fails::<Open>(&hex(open)), DecodeError::InvalidLength(_)));
     // ... and as application-properties.
     let m = RawMessage::parse(&Bytes::from(hex("00 53 74 c1 06 02 a1 01 6b 40 40"))).unwrap();
-    assert!(matches!(
-        m.application_properties(),
-        Err(DecodeError::InvalidLength(_))
-    ));
+    assert!(matches!(m.application_properties(), Err(DecodeError::InvalidLength(_))));
 }
 
 #[test]
 fn a_data_section_must_hold_binary() {
-    for not_binary in [
-        "00 53 75 a1 02 68 69",
-        "00 53 75 a3 02 68 69",
-        "00 53 75 c0 01 00",
-    ] {
+    for not_binary in ["00 53 75 a1 02 68 69", "00 53 75 a3 02 68 69", "00 53 75 c0 01 00"] {
         let m = RawMessage::parse(&Bytes::from(hex(not_binary))).unwrap();
         assert_eq!(m.body_kind, BodyKind::Data);
-        assert!(
-            matches!(m.data(), Err(DecodeError::UnexpectedType { .. })),
-            "{not_binary}"
-        );
+        assert!(matches!(m.data(), Err(DecodeError::UnexpectedType { .. })), "{not_binary}");
     }
     let m = RawMessage::parse(&Bytes::from(hex("00 53 75 b0 00 00 00 02 68 69"))).unwrap();
     assert_eq!(m.data().unwrap(), Some(b"hi".to_vec()));
@@ -2449,10 +1720,7 @@ fn a_data_section_must_hold_binary() {
 fn array_of_nulls_is_written_but_not_read_back() {
     let wire = Value::Array(vec![Value::Null, Value::Null]).to_bytes();
     assert_eq!(hx(&wire), "e0 02 02 40");
-    assert!(matches!(
-        Value::decode_exact(&wire),
-        Err(DecodeError::InvalidLength(_))
-    ));
+    assert!(matches!(Value::decode_exact(&wire), Err(DecodeError::InvalidLength(_))));
     // An empty array is fine.
     roundtrip("e0 02 00 40", &Value::Array(vec![]));
 }

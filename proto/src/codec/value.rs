@@ -1,8 +1,8 @@
 //! The dynamically typed AMQP value (any type of part 1, section 1.6, plus described values).
 
 use super::{
-    begin_list, begin_map, end_list, end_map, format, put_variable, Decode, DecodeError,
-    DecodeResult, Decoder, Encode, Symbol, Timestamp, Uuid,
+    begin_list, begin_map, end_list, end_map, format, put_variable, Decode, DecodeError, DecodeResult, Decoder, Encode,
+    Symbol, Timestamp, Uuid,
 };
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -132,9 +132,7 @@ impl<'a> Decode<'a> for Value {
             format::UBYTE => Value::Ubyte(d.byte()?),
             format::USHORT => Value::Ushort(d.be_u16()?),
             format::UINT | format::SMALLUINT | format::UINT0 => Value::Uint(u32::decode_with(d, code)?),
-            format::ULONG | format::SMALLULONG | format::ULONG0 => {
-                Value::Ulong(u64::decode_with(d, code)?)
-            }
+            format::ULONG | format::SMALLULONG | format::ULONG0 => Value::Ulong(u64::decode_with(d, code)?),
             format::BYTE => Value::Byte(d.byte()? as i8),
             format::SHORT => Value::Short(d.be_u16()? as i16),
             format::INT | format::SMALLINT => Value::Int(i32::decode_with(d, code)?),
@@ -295,7 +293,7 @@ fn encode_array(items: &[Value], out: &mut BytesMut) {
         encode_array_element(v, element, &mut body);
     }
     let count = items.len() as u32;
-    if body.len() + 1 <= 255 && count <= 255 {
+    if body.len() < 255 && count <= 255 {
         out.put_slice(&[format::ARRAY8, (body.len() + 1) as u8, count as u8]);
     } else {
         out.put_u8(format::ARRAY32);

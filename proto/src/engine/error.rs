@@ -77,19 +77,19 @@ impl ProtocolError {
         match self {
             Framing(e) => (Scope::Connection, Error::new(condition::FRAMING_ERROR, e.to_string())),
             Decode(e) => (Scope::Connection, Error::new(condition::DECODE_ERROR, e.to_string())),
-            BadProtocolHeader => (Scope::Connection, Error::new(condition::FRAMING_ERROR, "unsupported protocol header")),
+            BadProtocolHeader => {
+                (Scope::Connection, Error::new(condition::FRAMING_ERROR, "unsupported protocol header"))
+            }
             IllegalState(what) => (Scope::Connection, Error::new(condition::ILLEGAL_STATE, *what)),
             SecondOpen => (Scope::Connection, Error::new(condition::NOT_ALLOWED, "unexpected second open")),
-            FrameSizeTooSmall => (
-                Scope::Connection,
-                Error::new(condition::FRAME_SIZE_TOO_SMALL, "max-frame-size below 512"),
-            ),
+            FrameSizeTooSmall => {
+                (Scope::Connection, Error::new(condition::FRAME_SIZE_TOO_SMALL, "max-frame-size below 512"))
+            }
             BadChannel(what) => (Scope::Connection, Error::new(condition::FRAMING_ERROR, *what)),
             IdleTimeout => (Scope::Connection, Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "idle timeout expired")),
-            HandshakeTimeout => (
-                Scope::Connection,
-                Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "handshake not completed in time"),
-            ),
+            HandshakeTimeout => {
+                (Scope::Connection, Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "handshake not completed in time"))
+            }
             HandleAboveMax => (Scope::Connection, Error::new(condition::FRAMING_ERROR, "handle above handle-max")),
             HandleInUse(ch) => (Scope::Session(*ch), Error::new(condition::ERRANT_LINK, "handle already attached")),
             ErrantTransfer(ch) => {
@@ -103,14 +103,12 @@ impl ProtocolError {
                 Error::new(condition::WINDOW_VIOLATION, "transfer beyond the session incoming window"),
             ),
             Session(ch, cond, what) => (Scope::Session(*ch), Error::new(cond, *what)),
-            TransferLimitExceeded(l) => (
-                Scope::Link(*l),
-                Error::new(condition::TRANSFER_LIMIT_EXCEEDED, "transfer without link credit"),
-            ),
-            MessageSizeExceeded(l) => (
-                Scope::Link(*l),
-                Error::new(condition::MESSAGE_SIZE_EXCEEDED, "message larger than max-message-size"),
-            ),
+            TransferLimitExceeded(l) => {
+                (Scope::Link(*l), Error::new(condition::TRANSFER_LIMIT_EXCEEDED, "transfer without link credit"))
+            }
+            MessageSizeExceeded(l) => {
+                (Scope::Link(*l), Error::new(condition::MESSAGE_SIZE_EXCEEDED, "message larger than max-message-size"))
+            }
             Link(l, cond, what) => (Scope::Link(*l), Error::new(cond, *what)),
         }
     }

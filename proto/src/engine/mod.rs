@@ -21,13 +21,13 @@ pub use transmit::{Transmit, ZERO_COPY_THRESHOLD};
 
 use crate::codec::{Fields, Symbol, Symbols};
 use crate::frame::{
-    write_empty_frame, Deframer, RawFrame, AMQP_HEADER, FRAME_TYPE_AMQP, FRAME_TYPE_SASL,
-    MIN_MAX_FRAME_SIZE, SASL_HEADER,
+    write_empty_frame, Deframer, RawFrame, AMQP_HEADER, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, MIN_MAX_FRAME_SIZE,
+    SASL_HEADER,
 };
 use crate::types::{
-    condition, Attach, Begin, Close, DeliveryState, DeliveryTag, Detach, Disposition, End, Error,
-    Flow, Open, Performative, ReceiverSettleMode, Role, SaslFrame, SaslInit, SaslMechanisms,
-    SaslOutcome, SenderSettleMode, Transfer,
+    condition, Attach, Begin, Close, DeliveryState, DeliveryTag, Detach, Disposition, End, Error, Flow, Open,
+    Performative, ReceiverSettleMode, Role, SaslFrame, SaslInit, SaslMechanisms, SaslOutcome, SenderSettleMode,
+    Transfer,
 };
 use bytes::{Bytes, BytesMut};
 use std::collections::{HashMap, VecDeque};
@@ -627,7 +627,9 @@ impl Connection {
                 }
                 self.out.raw(&SASL_HEADER);
                 let mechs = SaslMechanisms {
-                    sasl_server_mechanisms: Symbols(self.config.sasl_mechanisms.iter().map(|m| Symbol::new(m)).collect()),
+                    sasl_server_mechanisms: Symbols(
+                        self.config.sasl_mechanisms.iter().map(|m| Symbol::new(m)).collect(),
+                    ),
                 };
                 self.out.frame(FRAME_TYPE_SASL, 0, &SaslFrame::Mechanisms(mechs), &[]);
                 self.phase = Phase::SaslInit;
@@ -647,7 +649,11 @@ impl Connection {
             self.phase = Phase::Open;
             return Ok(());
         }
-        self.out.raw(if server && !sasl_done && !self.config.sasl_mechanisms.is_empty() { &SASL_HEADER } else { &AMQP_HEADER });
+        self.out.raw(if server && !sasl_done && !self.config.sasl_mechanisms.is_empty() {
+            &SASL_HEADER
+        } else {
+            &AMQP_HEADER
+        });
         Err(self.bad_header())
     }
 
@@ -1014,8 +1020,12 @@ impl Connection {
         }
         match l.role {
             Role::Sender => {
-                l.link_credit =
-                    effective_credit(f.delivery_count, f.link_credit.unwrap_or(0), l.delivery_count, l.initial_delivery_count);
+                l.link_credit = effective_credit(
+                    f.delivery_count,
+                    f.link_credit.unwrap_or(0),
+                    l.delivery_count,
+                    l.initial_delivery_count,
+                );
                 l.drain = f.drain();
                 let (credit, drain) = (l.link_credit, l.drain);
                 if f.echo() {
@@ -1026,7 +1036,7 @@ impl Connection {
             Role::Receiver => {
                 // The sender's delivery-count may have advanced (drain): our credit shrinks with it.
                 if let Some(dc) = f.delivery_count {
-                    let limit = SerialNumber(l.delivery_count).add(l.link_credit);
+                    let limit = SerialNumber(l.delivery_count).plus(l.link_credit);
                     l.link_credit = limit.diff(SerialNumber(dc)).clamp(0, u32::MAX as i64) as u32;
                     l.delivery_count = dc;
                 }
@@ -1054,12 +1064,20 @@ impl Connection {
         match l.state {
             LinkState::DetachSent => return Ok(()), // in flight when we detached
             LinkState::AttachReceived => {
-                return Err(ProtocolError::Link(id, condition::ILLEGAL_STATE, "transfer before the attach was answered"))
+                return Err(ProtocolError::Link(
+                    id,
+                    condition::ILLEGAL_STATE,
+                    "transfer before the attach was answered",
+                ))
             }
             _ => {}
         }
         if l.role != Role::Receiver {
-            return Err(ProtocolError::Session(ch, condition::ERRANT_LINK, "transfer on a link whose receiver is the peer"));
+            return Err(ProtocolError::Session(
+                ch,
+                condition::ERRANT_LINK,
+                "transfer on a link whose receiver is the peer",
+            ));
         }
         let mut partial = match l.partial.take() {
             None => {
@@ -1067,7 +1085,11 @@ impl Connection {
                     return Ok(());
                 }
                 let (Some(delivery_id), Some(tag)) = (t.delivery_id, t.delivery_tag.clone()) else {
-                    return Err(ProtocolError::Link(id, condition::INVALID_FIELD, "first transfer without delivery-id or delivery-tag"));
+                    return Err(ProtocolError::Link(
+                        id,
+                        condition::INVALID_FIELD,
+                        "first transfer without delivery-id or delivery-tag",
+                    ));
                 };
                 if l.link_credit == 0 {
                     return Err(ProtocolError::TransferLimitExceeded(id));
@@ -1075,10 +1097,18 @@ impl Connection {
                 let settled = t.settled();
                 match (l.snd_settle_mode, settled) {
                     (SenderSettleMode::Settled, false) => {
-                        return Err(ProtocolError::Link(id, condition::INVALID_FIELD, "unsettled transfer on a settled link"))
+                        return Err(ProtocolError::Link(
+                            id,
+                            condition::INVALID_FIELD,
+                            "unsettled transfer on a settled link",
+                        ))
                     }
                     (SenderSettleMode::Unsettled, true) => {
-                        return Err(ProtocolError::Link(id, condition::INVALID_FIELD, "settled transfer on an unsettled link"))
+                        return Err(ProtocolError::Link(
+                            id,
+                            condition::INVALID_FIELD,
+                            "settled transfer on an unsettled link",
+                        ))
                     }
                     _ => {}
                 }
@@ -1100,13 +1130,18 @@ impl Connection {
                 }
                 let mut data = BytesMut::with_capacity(payload.len() * 4);
                 data.extend_from_slice(&payload);
-                l.partial = Some(Partial { delivery_id, tag, settled, message_format: t.message_format.unwrap_or(0), data });
+                l.partial =
+                    Some(Partial { delivery_id, tag, settled, message_format: t.message_format.unwrap_or(0), data });
                 return Ok(());
             }
             Some(p) => p,
         };
         if t.delivery_id.is_some_and(|d| d != partial.delivery_id) {
-            return Err(ProtocolError::Link(id, condition::INVALID_FIELD, "continuation transfer with another delivery-id"));
+            return Err(ProtocolError::Link(
+                id,
+                condition::INVALID_FIELD,
+                "continuation transfer with another delivery-id",
+            ));
         }
         if t.aborted() {
             let delivery_id = partial.delivery_id;
@@ -1161,7 +1196,7 @@ impl Connection {
         } else {
             map.iter().filter(|(id, _)| SerialNumber(**id).in_range(first, last)).map(|(id, l)| (*id, *l)).collect()
         };
-        hits.sort_by(|a, b| SerialNumber(a.0).diff(first).cmp(&SerialNumber(b.0).diff(first)));
+        hits.sort_by_key(|h| SerialNumber(h.0).diff(first));
         let settled = d.settled();
         if settled {
             for (id, _) in &hits {
@@ -1216,7 +1251,11 @@ impl Connection {
     pub fn close(&mut self, error: Option<Error>) {
         match self.phase {
             Phase::Closed | Phase::Closing => return,
-            Phase::Header { .. } | Phase::SaslInit | Phase::SaslDecision | Phase::SaslMechanisms | Phase::SaslOutcome
+            Phase::Header { .. }
+            | Phase::SaslInit
+            | Phase::SaslDecision
+            | Phase::SaslMechanisms
+            | Phase::SaslOutcome
                 if !self.open_sent =>
             {
                 // No AMQP layer yet: nothing to close politely.
@@ -1383,15 +1422,8 @@ impl Connection {
     /// Refuse the peer's ATTACH: answer with no terminus on our side, then detach
     /// with `error` (2.6.3).
     pub fn refuse_attach(&mut self, id: LinkId, error: Error) -> Result<(), UsageError> {
-        let role = self.link(id).ok_or(UsageError::UnknownEndpoint)?.role;
-        let mut reply = Attach::default();
-        // The peer's terminus on its own side is echoed as absent on ours.
-        reply.source = None;
-        reply.target = None;
-        if role == Role::Sender {
-            reply.source = None;
-        }
-        self.attach_reply(id, reply)?;
+        // No terminus on our side tells the peer the link was not established.
+        self.attach_reply(id, Attach::default())?;
         self.detach(id, Some(error));
         Ok(())
     }

@@ -8,7 +8,7 @@ pub struct SerialNumber(pub u32);
 impl SerialNumber {
     /// `self + n`, wrapping.
     #[inline]
-    pub fn add(self, n: u32) -> SerialNumber {
+    pub fn plus(self, n: u32) -> SerialNumber {
         SerialNumber(self.0.wrapping_add(n))
     }
 

@@ -141,7 +141,12 @@ fn raw_server(config: Config) -> Connection {
     input.extend(raw(0, Performative::Open(Open { container_id: "raw".into(), ..Default::default() }), &[]));
     input.extend(raw(
         0,
-        Performative::Begin(Begin { next_outgoing_id: 0, incoming_window: 100, outgoing_window: 100, ..Default::default() }),
+        Performative::Begin(Begin {
+            next_outgoing_id: 0,
+            incoming_window: 100,
+            outgoing_window: 100,
+            ..Default::default()
+        }),
         &[],
     ));
     s.handle_input(&input, 0);
@@ -228,7 +233,12 @@ fn pipelined_handshake_in_one_write() {
     input.extend(raw(0, Performative::Open(Open { container_id: "p".into(), ..Default::default() }), &[]));
     input.extend(raw(
         0,
-        Performative::Begin(Begin { next_outgoing_id: 0, incoming_window: 10, outgoing_window: 10, ..Default::default() }),
+        Performative::Begin(Begin {
+            next_outgoing_id: 0,
+            incoming_window: 10,
+            outgoing_window: 10,
+            ..Default::default()
+        }),
         &[],
     ));
     input.extend(raw(0, raw_attach(0, Role::Sender), &[]));
@@ -301,7 +311,12 @@ fn channel_above_channel_max_closes() {
     s.handle_input(
         &raw(
             4,
-            Performative::Begin(Begin { next_outgoing_id: 0, incoming_window: 1, outgoing_window: 1, ..Default::default() }),
+            Performative::Begin(Begin {
+                next_outgoing_id: 0,
+                incoming_window: 1,
+                outgoing_window: 1,
+                ..Default::default()
+            }),
             &[],
         ),
         0,
@@ -325,7 +340,9 @@ fn handle_above_handle_max_closes_and_handle_in_use_ends_session() {
     assert!(ev.iter().any(|e| matches!(e, Event::Detached { local: true, .. })));
     assert!(ev.iter().any(|e| matches!(e, Event::SessionEnded { local: true, .. })));
     let frames = frames_of(&collect_out(&mut s));
-    assert!(frames.iter().any(|f| matches!(f, Performative::End(e) if e.error.as_ref().unwrap().condition == "amqp:session:errant-link")));
+    assert!(frames.iter().any(
+        |f| matches!(f, Performative::End(e) if e.error.as_ref().unwrap().condition == "amqp:session:errant-link")
+    ));
     // The connection is still open.
     assert!(s.is_open());
 }
@@ -333,7 +350,10 @@ fn handle_above_handle_max_closes_and_handle_in_use_ends_session() {
 #[test]
 fn frames_on_unattached_handles_end_the_session() {
     for (p, cond) in [
-        (Performative::Flow(Flow { handle: Some(9), link_credit: Some(1), ..Default::default() }), "amqp:session:unattached-handle"),
+        (
+            Performative::Flow(Flow { handle: Some(9), link_credit: Some(1), ..Default::default() }),
+            "amqp:session:unattached-handle",
+        ),
         (raw_transfer(9, Some(0), false), "amqp:session:errant-link"),
         (Performative::Detach(Detach { handle: 9, ..Default::default() }), "amqp:session:unattached-handle"),
     ] {
@@ -420,7 +440,10 @@ fn message_size_exceeded_detaches() {
 fn continuation_with_another_delivery_id_and_aborted_transfers() {
     let (mut s, _) = raw_server_with_receiver(Config::server("s"), 10);
     s.handle_input(&raw(0, raw_transfer(0, Some(0), true), b"a"), 0);
-    s.handle_input(&raw(0, Performative::Transfer(Transfer { handle: 0, aborted: Some(true), ..Default::default() }), &[]), 0);
+    s.handle_input(
+        &raw(0, Performative::Transfer(Transfer { handle: 0, aborted: Some(true), ..Default::default() }), &[]),
+        0,
+    );
     let ev = drain(&mut s);
     assert!(matches!(ev[0], Event::Aborted { delivery_id: 0, .. }));
     s.handle_input(&raw(0, raw_transfer(0, Some(1), true), b"a"), 0);
@@ -471,7 +494,12 @@ fn multi_frame_reassembly_over_small_frames() {
     p.server.disposition(s, id, true, Some(DeliveryState::Accepted));
     p.pump();
     let ev = drain(&mut p.client);
-    assert!(ev.contains(&Event::Disposition { link: c, delivery_id: id, settled: true, state: Some(DeliveryState::Accepted) }));
+    assert!(ev.contains(&Event::Disposition {
+        link: c,
+        delivery_id: id,
+        settled: true,
+        state: Some(DeliveryState::Accepted)
+    }));
 }
 
 #[test]
@@ -610,7 +638,9 @@ fn echo_is_answered() {
     ));
     p.server.handle_input(&s_in, 0);
     let frames = frames_of(&collect_out(&mut p.server));
-    assert!(frames.iter().any(|f| matches!(f, Performative::Flow(f) if f.handle == Some(0) && f.link_credit == Some(3))));
+    assert!(frames
+        .iter()
+        .any(|f| matches!(f, Performative::Flow(f) if f.handle == Some(0) && f.link_credit == Some(3))));
     let _ = s;
 }
 
@@ -648,7 +678,9 @@ fn disposition_ranges_walk_only_known_deliveries() {
     p.server.handle_input(&raw(0, all, &[]), 0);
     let ev = drain(&mut p.server);
     assert_eq!(ev.len(), 5);
-    assert!(ev.iter().all(|e| matches!(e, Event::Disposition { settled: true, state: Some(DeliveryState::Released), .. })));
+    assert!(ev
+        .iter()
+        .all(|e| matches!(e, Event::Disposition { settled: true, state: Some(DeliveryState::Released), .. })));
     assert_eq!(p.server.unsettled_counts(0), (0, 0));
 }
 
@@ -710,7 +742,8 @@ fn sasl_decision_by_the_application() {
     let mut server = Config::server("s");
     server.sasl_auto_accept = false;
     let mut client = Config::client("c");
-    client.client_sasl = Some(ClientSasl { mechanism: "PLAIN".into(), initial_response: Some(Bytes::from_static(b"\0u\0p")) });
+    client.client_sasl =
+        Some(ClientSasl { mechanism: "PLAIN".into(), initial_response: Some(Bytes::from_static(b"\0u\0p")) });
     let mut p = Pair::new(client.clone(), server.clone());
     match drain(&mut p.server).remove(0) {
         Event::SaslInit(init) => {

@@ -74,4 +74,3 @@ impl Encode for TransferRef<'_> {
         self.0.encode(out)
     }
 }
-

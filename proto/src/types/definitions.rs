@@ -1,8 +1,6 @@
 //! Definitions of the transport layer (part 2 section 2.8) and the error type.
 
-use crate::codec::{
-    format, Decode, DecodeError, DecodeResult, Decoder, Encode, Fields, Symbol,
-};
+use crate::codec::{format, Decode, DecodeError, DecodeResult, Decoder, Encode, Fields, Symbol};
 use crate::described_list;
 use bytes::{BufMut, BytesMut};
 

@@ -1,9 +1,7 @@
 //! Message format (part 3 section 3.2): sections are located in the payload and kept
 //! as raw `Bytes` slices; only the sections a caller asks for are decoded.
 
-use crate::codec::{
-    format, Decode, DecodeError, DecodeResult, Decoder, Encode, Symbol, Timestamp, Value,
-};
+use crate::codec::{format, Decode, DecodeError, DecodeResult, Decoder, Encode, Symbol, Timestamp, Value};
 use crate::described_list;
 use bytes::{BufMut, Bytes, BytesMut};
 
@@ -245,11 +243,18 @@ impl RawMessage {
 
     /// Total encoded size of the message.
     pub fn encoded_len(&self) -> usize {
-        [&self.header, &self.delivery_annotations, &self.message_annotations, &self.properties, &self.application_properties, &self.footer]
-            .into_iter()
-            .flatten()
-            .map(Bytes::len)
-            .sum::<usize>()
+        [
+            &self.header,
+            &self.delivery_annotations,
+            &self.message_annotations,
+            &self.properties,
+            &self.application_properties,
+            &self.footer,
+        ]
+        .into_iter()
+        .flatten()
+        .map(Bytes::len)
+        .sum::<usize>()
             + self.body.len()
     }
 }

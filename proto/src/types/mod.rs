@@ -8,7 +8,7 @@ pub mod sasl;
 pub use definitions::{condition, DeliveryTag, Error, ReceiverSettleMode, Role, SenderSettleMode};
 pub use messaging::{Body, BodyKind, Header, Message, Properties, RawMessage};
 pub use performatives::{
-    Accepted, Attach, AttachTarget, Begin, Close, Coordinator, DeliveryState, Detach, Disposition,
-    End, Flow, Modified, Open, Performative, Received, Rejected, Released, Source, Target, Transfer,
+    Accepted, Attach, AttachTarget, Begin, Close, Coordinator, DeliveryState, Detach, Disposition, End, Flow, Modified,
+    Open, Performative, Received, Rejected, Released, Source, Target, Transfer,
 };
 pub use sasl::{SaslChallenge, SaslFrame, SaslInit, SaslMechanisms, SaslOutcome, SaslResponse};

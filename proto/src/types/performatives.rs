@@ -3,8 +3,7 @@
 
 use super::definitions::{DeliveryTag, Error, ReceiverSettleMode, Role, SenderSettleMode};
 use crate::codec::{
-    format, put_descriptor, Decode, DecodeError, DecodeResult, Decoder, Encode, Fields, Symbol,
-    Symbols, Value,
+    format, put_descriptor, Decode, DecodeError, DecodeResult, Decoder, Encode, Fields, Symbol, Symbols, Value,
 };
 use crate::described_list;
 use bytes::BytesMut;
@@ -258,6 +257,8 @@ described_list! {
 /// Any performative of the AMQP frame type (2.7).
 #[derive(Debug, Clone, PartialEq)]
 #[allow(missing_docs)]
+// OPEN and ATTACH are large, but rare; boxing them would cost an allocation each.
+#[allow(clippy::large_enum_variant)]
 pub enum Performative {
     Open(Open),
     Begin(Begin),
@@ -537,11 +538,13 @@ impl<'a> Decode<'a> for AttachTarget {
         }
         d.enter()?;
         let r = (|| {
-            Ok(match d.descriptor_code(&[(Target::SYMBOL, Target::CODE), (Coordinator::SYMBOL, Coordinator::CODE)])? {
-                Target::CODE => AttachTarget::Target(Target::decode_list(d)?),
-                Coordinator::CODE => AttachTarget::Coordinator(Coordinator::decode_list(d)?),
-                _ => return Err(DecodeError::UnknownDescriptor),
-            })
+            Ok(
+                match d.descriptor_code(&[(Target::SYMBOL, Target::CODE), (Coordinator::SYMBOL, Coordinator::CODE)])? {
+                    Target::CODE => AttachTarget::Target(Target::decode_list(d)?),
+                    Coordinator::CODE => AttachTarget::Coordinator(Coordinator::decode_list(d)?),
+                    _ => return Err(DecodeError::UnknownDescriptor),
+                },
+            )
         })();
         d.leave();
         r
