@@ -14,20 +14,19 @@ use sluice_proto::types::{
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::hint::black_box;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 struct CountingAllocator;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
     static COUNTING: Cell<bool> = const { Cell::new(false) };
+    // Per thread: tests run in parallel and must not see each other's allocations.
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
 }
 
 fn note_allocation() {
     // try_with: the thread-local may already be gone while a thread exits.
     if COUNTING.try_with(Cell::get).unwrap_or(false) {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        let _ = ALLOCATIONS.try_with(|a| a.set(a.get() + 1));
     }
 }
 
@@ -64,11 +63,11 @@ static GLOBAL: CountingAllocator = CountingAllocator;
 
 /// Heap allocations made by `f` on this thread.
 fn allocations_during(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.load(Ordering::SeqCst);
+    let before = ALLOCATIONS.with(Cell::get);
     COUNTING.with(|c| c.set(true));
     f();
     COUNTING.with(|c| c.set(false));
-    ALLOCATIONS.load(Ordering::SeqCst) - before
+    ALLOCATIONS.with(Cell::get) - before
 }
 
 const ROUNDS: usize = 1000;

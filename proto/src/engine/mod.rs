@@ -319,6 +319,9 @@ struct Session {
     out_unsettled: HashMap<u32, LinkId>,
     /// Unsettled incoming deliveries: delivery-id -> link.
     in_unsettled: HashMap<u32, LinkId>,
+    /// Frames of one delivery that did not fit the peer's incoming window yet;
+    /// written as the window opens. At most one delivery waits here.
+    blocked: VecDeque<(Transfer, Bytes)>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -898,6 +901,7 @@ impl Connection {
             local_handles: Vec::new(),
             out_unsettled: HashMap::new(),
             in_unsettled: HashMap::new(),
+            blocked: VecDeque::new(),
         }
     }
 
@@ -1006,6 +1010,9 @@ impl Connection {
         if s.remote_incoming_window > f.incoming_window {
             // The peer's view is ahead of ours (ids it has not seen yet): be conservative.
             s.remote_incoming_window = f.incoming_window;
+        }
+        if !s.blocked.is_empty() {
+            self.write_blocked(ch);
         }
         let Some(id) = link else {
             if f.echo() {
@@ -1451,6 +1458,9 @@ impl Connection {
         if let Some(s) = self.session_mut(ch) {
             s.out_unsettled.retain(|_, l| *l != id);
             s.in_unsettled.retain(|_, l| *l != id);
+            if let Some(h) = handle {
+                s.blocked.retain(|(t, _)| t.handle != h);
+            }
         }
         if !was_attached_by_peer || handle.is_none() {
             // The peer never attached (or we never answered): nothing more will come.
@@ -1575,14 +1585,13 @@ impl Connection {
         if s.state != SessionState::Mapped {
             return Err(UsageError::UnknownEndpoint);
         }
-        if s.remote_incoming_window < frames {
+        // Frames beyond the peer's window wait in the session (one delivery at most),
+        // so a message of any size can go through a window of any size.
+        if s.remote_incoming_window == 0 || !s.blocked.is_empty() {
             return Err(UsageError::SessionWindow);
         }
-        let remote_channel = s.remote_channel.unwrap_or(0);
         let delivery_id = s.next_delivery_id;
         s.next_delivery_id = delivery_id.wrapping_add(1);
-        s.next_outgoing_id = s.next_outgoing_id.wrapping_add(frames);
-        s.remote_incoming_window -= frames;
         if !settled {
             s.out_unsettled.insert(delivery_id, id);
         }
@@ -1608,10 +1617,33 @@ impl Connection {
             } else {
                 Transfer { handle, more: more.then_some(true), ..Default::default() }
             };
-            self.out.transfer_frame(remote_channel, &t, payload.slice(offset..end));
+            let part = payload.slice(offset..end);
             offset = end;
+            if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
+                if s.remote_incoming_window > 0 && s.blocked.is_empty() {
+                    s.remote_incoming_window -= 1;
+                    s.next_outgoing_id = s.next_outgoing_id.wrapping_add(1);
+                    self.out.transfer_frame(ch, &t, part);
+                } else {
+                    s.blocked.push_back((t, part));
+                }
+            }
         }
         Ok(delivery_id)
+    }
+
+    /// Write waiting frames as far as the peer's window allows.
+    fn write_blocked(&mut self, ch: u16) {
+        self.flush_disposition();
+        while let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
+            if s.remote_incoming_window == 0 {
+                break;
+            }
+            let Some((t, part)) = s.blocked.pop_front() else { break };
+            s.remote_incoming_window -= 1;
+            s.next_outgoing_id = s.next_outgoing_id.wrapping_add(1);
+            self.out.transfer_frame(ch, &t, part);
+        }
     }
 
     /// Change the state of, or settle, a delivery we received (role receiver) or sent

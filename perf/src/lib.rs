@@ -1,0 +1,4 @@
+//! sluice-perf: an AMQP 1.0 load generator for sluice and any other AMQP 1.0 broker,
+//! and the blocking client it (and the black-box tests) are built on.
+
+pub mod client;

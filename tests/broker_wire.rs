@@ -1,0 +1,219 @@
+//! Wire-level black-box tests: the real broker binary, our own engine as the client
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+//! (so exact FLOW values and raw hostile frames can be checked), on loopback.
+
+mod common;
+
+use bytes::{Bytes, BytesMut};
+use common::Broker;
+use sluice_perf::client::{data_message, Client, LinkOptions, WAIT};
+use sluice_proto::engine::Event;
+use sluice_proto::frame::{write_frame, AMQP_HEADER, FRAME_TYPE_AMQP};
+use sluice_proto::types::{Begin, DeliveryState, Open, Performative, Transfer};
+use std::io::{Read, Write};
+use std::time::{Duration, Instant};
+
+fn opts() -> LinkOptions {
+    LinkOptions::default()
+}
+
+#[test]
+fn produce_link_gets_the_window_and_top_ups_below_half() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "10")]);
+    let mut c = Client::connect(b.addr(), "produce").unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "p", Some("queues/topup"), &opts()).unwrap();
+    assert_eq!(c.wait_credit(s).unwrap(), 10);
+    // Five sends leave 5 (not below half): no top-up. The sixth leaves 4: back to 10.
+    for i in 0..5 {
+        let id = c.send(s, data_message(format!("m{i}").as_bytes()), false).unwrap();
+        assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+    assert_eq!(c.engine().link_credit(s), 5);
+    let id = c.send(s, data_message(b"m5"), false).unwrap();
+    c.wait_outcome(s, id).unwrap();
+    let deadline = Instant::now() + WAIT;
+    while c.engine().link_credit(s) != 10 {
+        assert!(Instant::now() < deadline, "no top-up");
+        c.pump(Duration::from_millis(20)).unwrap();
+    }
+}
+
+#[test]
+fn default_and_clamped_produce_window() {
+    for (env, want) in [(None, 1024), (Some("2000000"), 1 << 20)] {
+        let b = match env {
+            Some(v) => Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", v)]),
+            None => Broker::start(&[]),
+        };
+        let mut c = Client::connect(b.addr(), "w").unwrap();
+        let ch = c.begin().unwrap();
+        let s = c.attach_sender(ch, "p", Some("queues/w"), &opts()).unwrap();
+        assert_eq!(c.wait_credit(s).unwrap(), want);
+    }
+}
+
+#[test]
+fn drain_on_an_empty_queue_is_answered_at_once() {
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "drain").unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "r", Some("queues/empty"), &opts()).unwrap();
+    c.engine().grant_credit(r, 50, true).unwrap();
+    let e = c.wait_for(|e| matches!(e, Event::SenderFlow { link, drain: true, .. } if *link == r), WAIT).unwrap();
+    assert!(matches!(e, Event::SenderFlow { credit: 0, .. }), "{e:?}");
+    assert_eq!(c.engine().link_info(r).unwrap().delivery_count, 50);
+}
+
+#[test]
+fn queue_round_trip_across_shards_and_redelivery_header() {
+    let b = Broker::start(&[]);
+    let mut p = Client::connect(b.addr(), "p").unwrap();
+    let mut q = Client::connect(b.addr(), "q").unwrap();
+    let pch = p.begin().unwrap();
+    let qch = q.begin().unwrap();
+    // Several channels so that some are homed on the other shard.
+    for n in 0..6 {
+        let addr = format!("queues/rt{n}");
+        let s = p.attach_sender(pch, &format!("s{n}"), Some(&addr), &opts()).unwrap();
+        p.wait_credit(s).unwrap();
+        let id = p.send(s, data_message(format!("body{n}").as_bytes()), false).unwrap();
+        assert_eq!(p.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+        let r = q.attach_receiver(qch, &format!("r{n}"), Some(&addr), &opts()).unwrap();
+        q.engine().grant_credit(r, 5, false).unwrap();
+        let d = q.receive(r, WAIT).unwrap();
+        let raw = sluice_proto::types::RawMessage::parse(&d.payload).unwrap();
+        assert_eq!(raw.data().unwrap().unwrap(), format!("body{n}").as_bytes());
+        let h = raw.header().unwrap().unwrap();
+        assert_eq!(h.first_acquirer, Some(true));
+        // Release: it comes back with delivery-count 1, not first-acquirer.
+        q.settle(r, d.delivery_id, DeliveryState::Released);
+        let d2 = q.receive(r, WAIT).unwrap();
+        let h2 = sluice_proto::types::RawMessage::parse(&d2.payload).unwrap().header().unwrap().unwrap();
+        assert_eq!(h2.delivery_count, Some(1));
+        assert_eq!(h2.first_acquirer, Some(false));
+        q.settle(r, d2.delivery_id, DeliveryState::Accepted);
+    }
+}
+
+fn frame(ch: u16, p: Performative, payload: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    write_frame(&mut b, FRAME_TYPE_AMQP, ch, &p, payload);
+    b.to_vec()
+}
+
+/// Read from a raw socket until `pred` holds for the bytes so far or EOF/timeout.
+fn read_until(s: &mut std::net::TcpStream, mut pred: impl FnMut(&[u8]) -> bool) -> Vec<u8> {
+    s.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+    let deadline = Instant::now() + WAIT;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 65536];
+    while Instant::now() < deadline && !pred(&got) {
+        match s.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+            Err(_) => {}
+        }
+    }
+    got
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+#[test]
+fn hostile_peers_get_errors_and_others_keep_being_served() {
+    let b = Broker::start(&[]);
+    let mut good = Client::connect(b.addr(), "good").unwrap();
+    let gch = good.begin().unwrap();
+    let gs = good.attach_sender(gch, "gs", Some("queues/good"), &opts()).unwrap();
+    good.wait_credit(gs).unwrap();
+
+    // Garbage instead of a protocol header: our header back, then the socket closes.
+    let mut g = std::net::TcpStream::connect(b.addr()).unwrap();
+    g.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    let got = read_until(&mut g, |_| false);
+    assert!(got.starts_with(b"AMQP"), "{got:?}");
+
+    // A second OPEN: CLOSE with amqp:not-allowed.
+    let mut s = std::net::TcpStream::connect(b.addr()).unwrap();
+    let open = frame(0, Performative::Open(Open { container_id: "x".into(), ..Default::default() }), &[]);
+    let mut bytes = AMQP_HEADER.to_vec();
+    bytes.extend(&open);
+    bytes.extend(&open);
+    s.write_all(&bytes).unwrap();
+    let got = read_until(&mut s, |b| contains(b, b"amqp:not-allowed"));
+    assert!(contains(&got, b"unexpected second open"));
+
+    // A transfer on a handle that was never attached: END amqp:session:errant-link.
+    let mut s = std::net::TcpStream::connect(b.addr()).unwrap();
+    let mut bytes = AMQP_HEADER.to_vec();
+    bytes.extend(frame(0, Performative::Open(Open { container_id: "w".into(), ..Default::default() }), &[]));
+    bytes.extend(frame(
+        0,
+        Performative::Begin(Begin {
+            next_outgoing_id: 0,
+            incoming_window: 10,
+            outgoing_window: 10,
+            ..Default::default()
+        }),
+        &[],
+    ));
+    let t = Transfer {
+        handle: 7,
+        delivery_id: Some(0),
+        delivery_tag: sluice_proto::types::DeliveryTag::from_slice(b"t"),
+        settled: Some(true),
+        ..Default::default()
+    };
+    bytes.extend(frame(0, Performative::Transfer(t), &data_message(b"x")));
+    s.write_all(&bytes).unwrap();
+    let got = read_until(&mut s, |b| contains(b, b"amqp:session:errant-link"));
+    assert!(contains(&got, b"amqp:session:errant-link"));
+
+    // A frame larger than the negotiated max-frame-size: CLOSE framing-error.
+    let mut s = std::net::TcpStream::connect(b.addr()).unwrap();
+    let mut bytes = AMQP_HEADER.to_vec();
+    bytes.extend(frame(0, Performative::Open(Open { container_id: "f".into(), ..Default::default() }), &[]));
+    bytes.extend([0x7f, 0xff, 0xff, 0xff, 2, 0, 0, 0]);
+    s.write_all(&bytes).unwrap();
+    let got = read_until(&mut s, |b| contains(b, b"amqp:connection:framing-error"));
+    assert!(contains(&got, b"amqp:connection:framing-error"));
+
+    // The well-behaved client is still served.
+    let id = good.send(gs, data_message(b"still here"), false).unwrap();
+    assert_eq!(good.wait_outcome(gs, id).unwrap(), Some(DeliveryState::Accepted));
+}
+
+#[test]
+fn ten_mib_message_over_4k_frames_arrives_bit_exact() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_FRAME_SIZE", "4096")]);
+    let mut p = Client::connect(b.addr(), "big").unwrap();
+    let ch = p.begin().unwrap();
+    let s = p.attach_sender(ch, "s", Some("queues/big"), &opts()).unwrap();
+    p.wait_credit(s).unwrap();
+    assert_eq!(p.engine().send_max_frame_size(), 4096);
+    let body: Vec<u8> = (0..10 * 1024 * 1024u32).map(|i| (i.wrapping_mul(2654435761) >> 24) as u8).collect();
+    let id = p.send(s, data_message(&body), false).unwrap();
+    assert_eq!(p.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    let r = p.attach_receiver(ch, "r", Some("queues/big"), &opts()).unwrap();
+    p.engine().grant_credit(r, 1, false).unwrap();
+    let d = p.receive(r, Duration::from_secs(30)).unwrap();
+    let raw = sluice_proto::types::RawMessage::parse(&d.payload).unwrap();
+    assert!(raw.data().unwrap().unwrap() == body, "payload differs");
+}
+
+#[test]
+fn sigterm_closes_connections_with_connection_forced_and_exits_zero() {
+    let mut b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "term").unwrap();
+    let status = b.signal_and_wait("TERM").expect("broker exits within the bound");
+    assert!(status.success(), "{status:?}");
+    let e = c.wait_for(|e| matches!(e, Event::Closed { .. }), WAIT).unwrap();
+    match e {
+        Event::Closed { error: Some(err), .. } => assert_eq!(err.condition, "amqp:connection:forced"),
+        other => panic!("{other:?}"),
+    }
+    let _ = Bytes::new();
+}

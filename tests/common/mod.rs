@@ -1,0 +1,90 @@
+//! Start the real broker binary on free loopback ports for a test.
+#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used)]
+
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct Broker {
+    child: Child,
+    pub port: u16,
+    pub admin: u16,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
+}
+
+impl Broker {
+    /// Start with 2 shards and the given extra environment.
+    pub fn start(env: &[(&str, &str)]) -> Broker {
+        let port = free_port();
+        let admin = free_port();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
+        cmd.env("CONNECTORS_AMQP10_PORT", port.to_string())
+            .env("SLUICE_ADMIN_ADDR", format!("127.0.0.1:{admin}"))
+            .env("SLUICE_HOST", "127.0.0.1")
+            .env("SLUICE_SHARDS", "2")
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd.spawn().expect("spawn sluice");
+        let b = Broker { child, port, admin };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while b.http("/healthz").map(|(s, _)| s) != Some(200) {
+            assert!(Instant::now() < deadline, "broker did not become ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        b
+    }
+
+    pub fn addr(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// GET a path on the admin port: (status, body).
+    pub fn http(&self, path: &str) -> Option<(u16, String)> {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.admin)).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+        write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").ok()?;
+        let mut out = String::new();
+        s.read_to_string(&mut out).ok()?;
+        let status = out.split_whitespace().nth(1)?.parse().ok()?;
+        let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+        Some((status, body))
+    }
+
+    /// The value of one metric sample line (exact name with labels).
+    pub fn metric(&self, sample: &str) -> Option<f64> {
+        let (_, body) = self.http("/metrics")?;
+        body.lines().find_map(|l| l.strip_prefix(sample).and_then(|v| v.trim().parse().ok()))
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Send a signal and wait for the exit status (bounded).
+    pub fn signal_and_wait(&mut self, sig: &str) -> Option<std::process::ExitStatus> {
+        Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().ok()?;
+        let deadline = Instant::now() + Duration::from_secs(8);
+        while Instant::now() < deadline {
+            if let Ok(Some(st)) = self.child.try_wait() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
