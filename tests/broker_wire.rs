@@ -1,6 +1,6 @@
 //! Wire-level black-box tests: the real broker binary, our own engine as the client
-#![allow(clippy::unwrap_used, clippy::expect_used)]
 //! (so exact FLOW values and raw hostile frames can be checked), on loopback.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
