@@ -77,6 +77,27 @@ pub struct Settings {
     pub handshake_timeout_seconds: u32,
     /// `SLUICE_LOG_FORMAT` (default human): log line format.
     pub log_format: LogFormat,
+    /// `SLUICE_EVENTS_STORE_STALL` (default detach): what an events-store consume link
+    /// does when its window fills at zero credit: detach (the reference) or hold (lossless).
+    pub events_store_stall: StallPolicy,
+    /// `SLUICE_MAX_OUTSTANDING_MESSAGES` (default 0 = off): server default for the
+    /// per-link outstanding (delivered, unsettled) message watermark.
+    pub max_outstanding_messages: u32,
+    /// `SLUICE_MAX_OUTSTANDING_BYTES` (default 0 = off): server default for the per-link
+    /// outstanding bytes watermark.
+    pub max_outstanding_bytes: u64,
+    /// `SLUICE_EVENTS_BUFFER` (default 0): events held per subscriber at zero credit
+    /// before the oldest are dropped.
+    pub events_buffer: u32,
+    /// `SLUICE_ACK_DEADLINE_SECONDS` (default 0 = off): queue deliveries not settled in
+    /// time return to the queue.
+    pub ack_deadline_seconds: u32,
+    /// `SLUICE_MAX_RECEIVE_COUNT` (default 0 = off): a queue message delivered this many
+    /// times moves to `queues/<channel>.dlq` instead of being requeued.
+    pub max_receive_count: u32,
+    /// `SLUICE_METRICS_CHANNEL_CAP` (default 100): channels with their own label set on
+    /// /metrics; the rest are summed under channel="_other".
+    pub metrics_channel_cap: u32,
 }
 
 impl Default for Settings {
@@ -103,6 +124,13 @@ impl Default for Settings {
             durability: Durability::Memory,
             handshake_timeout_seconds: 10,
             log_format: LogFormat::Human,
+            events_store_stall: StallPolicy::Detach,
+            max_outstanding_messages: 0,
+            max_outstanding_bytes: 0,
+            events_buffer: 0,
+            ack_deadline_seconds: 0,
+            max_receive_count: 0,
+            metrics_channel_cap: 100,
         }
     }
 }
@@ -167,7 +195,14 @@ impl fmt::Display for Settings {
         writeln!(f, "data_dir = {}", text(&self.data_dir.to_string_lossy()))?;
         writeln!(f, "durability = {}", text(self.durability.as_str()))?;
         writeln!(f, "handshake_timeout_seconds = {}", self.handshake_timeout_seconds)?;
-        writeln!(f, "log_format = {}", text(self.log_format.as_str()))
+        writeln!(f, "log_format = {}", text(self.log_format.as_str()))?;
+        writeln!(f, "events_store_stall = {}", text(self.events_store_stall.as_str()))?;
+        writeln!(f, "max_outstanding_messages = {}", self.max_outstanding_messages)?;
+        writeln!(f, "max_outstanding_bytes = {}", self.max_outstanding_bytes)?;
+        writeln!(f, "events_buffer = {}", self.events_buffer)?;
+        writeln!(f, "ack_deadline_seconds = {}", self.ack_deadline_seconds)?;
+        writeln!(f, "max_receive_count = {}", self.max_receive_count)?;
+        writeln!(f, "metrics_channel_cap = {}", self.metrics_channel_cap)
     }
 }
 
@@ -288,6 +323,38 @@ impl FromStr for LogFormat {
     }
 }
 
+/// Events-store behaviour when a consume link's window is full at zero credit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StallPolicy {
+    /// `detach`: the reference's behaviour: detach "credit stalled", the window is lost.
+    Detach,
+    /// `hold`: lossless: wait for credit; the cursor moves only past what was sent.
+    Hold,
+}
+
+impl StallPolicy {
+    /// The setting's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StallPolicy::Detach => "detach",
+            StallPolicy::Hold => "hold",
+        }
+    }
+}
+
+/// Parses `detach` or `hold`.
+impl FromStr for StallPolicy {
+    type Err = ConfigError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "detach" => Ok(StallPolicy::Detach),
+            "hold" => Ok(StallPolicy::Hold),
+            _ => Err(ConfigError(format!("{} is not a stall policy: must be detach or hold", shown(s)))),
+        }
+    }
+}
+
 /// What the command line asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
@@ -403,7 +470,7 @@ line and sluice exits with status 2.
 /// The environment variable that names the TOML file.
 const CONFIG_ENV: &str = "SLUICE_CONFIG";
 
-const KEY_COUNT: usize = 21;
+const KEY_COUNT: usize = 28;
 
 /// One configurable setting; the order is the order of [`Settings`] and of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -429,6 +496,13 @@ enum Key {
     Durability,
     HandshakeTimeoutSeconds,
     LogFormat,
+    EventsStoreStall,
+    MaxOutstandingMessages,
+    MaxOutstandingBytes,
+    EventsBuffer,
+    AckDeadlineSeconds,
+    MaxReceiveCount,
+    MetricsChannelCap,
 }
 
 /// What the help text says about a setting; the name is also the TOML key.
@@ -463,6 +537,13 @@ impl Key {
         Key::Durability,
         Key::HandshakeTimeoutSeconds,
         Key::LogFormat,
+        Key::EventsStoreStall,
+        Key::MaxOutstandingMessages,
+        Key::MaxOutstandingBytes,
+        Key::EventsBuffer,
+        Key::AckDeadlineSeconds,
+        Key::MaxReceiveCount,
+        Key::MetricsChannelCap,
     ];
 
     fn env(self) -> &'static str {
@@ -488,6 +569,13 @@ impl Key {
             Key::Durability => "SLUICE_DURABILITY",
             Key::HandshakeTimeoutSeconds => "SLUICE_HANDSHAKE_TIMEOUT_SECONDS",
             Key::LogFormat => "SLUICE_LOG_FORMAT",
+            Key::EventsStoreStall => "SLUICE_EVENTS_STORE_STALL",
+            Key::MaxOutstandingMessages => "SLUICE_MAX_OUTSTANDING_MESSAGES",
+            Key::MaxOutstandingBytes => "SLUICE_MAX_OUTSTANDING_BYTES",
+            Key::EventsBuffer => "SLUICE_EVENTS_BUFFER",
+            Key::AckDeadlineSeconds => "SLUICE_ACK_DEADLINE_SECONDS",
+            Key::MaxReceiveCount => "SLUICE_MAX_RECEIVE_COUNT",
+            Key::MetricsChannelCap => "SLUICE_METRICS_CHANNEL_CAP",
         }
     }
 
@@ -521,7 +609,13 @@ impl Key {
             | Key::RpcMaxPending
             | Key::HandshakeTimeoutSeconds => (1, u32_max),
             Key::Shards => (1, 256),
-            Key::Enable
+            Key::MaxOutstandingMessages | Key::MaxReceiveCount => (0, u32_max),
+            Key::MaxOutstandingBytes => (0, i128::from(i64::MAX)),
+            Key::EventsBuffer => (0, 1 << 20),
+            Key::AckDeadlineSeconds => (0, 7 * 24 * 3600),
+            Key::MetricsChannelCap => (0, 100_000),
+            Key::EventsStoreStall
+            | Key::Enable
             | Key::DefaultPattern
             | Key::Host
             | Key::AdminAddr
@@ -652,6 +746,55 @@ impl Key {
                 "Time a new connection has to complete its header, SASL and OPEN.",
             ),
             Key::LogFormat => ("log_format", "format", "human", "human | json", "Log line format."),
+            Key::EventsStoreStall => (
+                "events_store_stall",
+                "policy",
+                "detach",
+                "detach | hold",
+                "Events-store window full at zero credit: detach (reference) or hold (lossless).",
+            ),
+            Key::MaxOutstandingMessages => (
+                "max_outstanding_messages",
+                "count",
+                "0",
+                "0..=4294967295 (0 = off)",
+                "Default per-link watermark on delivered-but-unsettled messages.",
+            ),
+            Key::MaxOutstandingBytes => (
+                "max_outstanding_bytes",
+                "bytes",
+                "0",
+                "0..=9223372036854775807 (0 = off)",
+                "Default per-link watermark on delivered-but-unsettled bytes.",
+            ),
+            Key::EventsBuffer => (
+                "events_buffer",
+                "count",
+                "0",
+                "0..=1048576",
+                "Events held per subscriber at zero credit before the oldest are dropped.",
+            ),
+            Key::AckDeadlineSeconds => (
+                "ack_deadline_seconds",
+                "seconds",
+                "0",
+                "0..=604800 (0 = off)",
+                "Queue deliveries unsettled this long return to the queue.",
+            ),
+            Key::MaxReceiveCount => (
+                "max_receive_count",
+                "count",
+                "0",
+                "0..=4294967295 (0 = off)",
+                "Deliveries before a queue message moves to queues/<channel>.dlq.",
+            ),
+            Key::MetricsChannelCap => (
+                "metrics_channel_cap",
+                "count",
+                "100",
+                "0..=100000",
+                "Channels with their own label set on /metrics; the rest as channel=\"_other\".",
+            ),
         };
         Spec { name, placeholder, default, valid, about }
     }
@@ -888,6 +1031,13 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::Durability => s.durability = r.choice(key, "must be memory or fsync")?,
             Key::HandshakeTimeoutSeconds => s.handshake_timeout_seconds = r.int(key, true)?,
             Key::LogFormat => s.log_format = r.choice(key, "must be human or json")?,
+            Key::EventsStoreStall => s.events_store_stall = r.choice(key, "must be detach or hold")?,
+            Key::MaxOutstandingMessages => s.max_outstanding_messages = r.int(key, true)?,
+            Key::MaxOutstandingBytes => s.max_outstanding_bytes = r.int(key, true)?,
+            Key::EventsBuffer => s.events_buffer = r.int(key, true)?,
+            Key::AckDeadlineSeconds => s.ack_deadline_seconds = r.int(key, true)?,
+            Key::MaxReceiveCount => s.max_receive_count = r.int(key, true)?,
+            Key::MetricsChannelCap => s.metrics_channel_cap = r.int(key, true)?,
         }
     }
     if amqp && s.port == 0 && s.tls_port == 0 {
@@ -1010,6 +1160,13 @@ mod tests {
             (Key::Durability, "fsync", |s| s.durability = Durability::Fsync),
             (Key::HandshakeTimeoutSeconds, "1", |s| s.handshake_timeout_seconds = 1),
             (Key::LogFormat, "json", |s| s.log_format = LogFormat::Json),
+            (Key::EventsStoreStall, "hold", |s| s.events_store_stall = StallPolicy::Hold),
+            (Key::MaxOutstandingMessages, "7", |s| s.max_outstanding_messages = 7),
+            (Key::MaxOutstandingBytes, "4096", |s| s.max_outstanding_bytes = 4096),
+            (Key::EventsBuffer, "100", |s| s.events_buffer = 100),
+            (Key::AckDeadlineSeconds, "30", |s| s.ack_deadline_seconds = 30),
+            (Key::MaxReceiveCount, "5", |s| s.max_receive_count = 5),
+            (Key::MetricsChannelCap, "3", |s| s.metrics_channel_cap = 3),
         ]
     }
 

@@ -38,6 +38,7 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
             (tiny_http::Method::Get, "/metrics") => {
                 let snaps = collect(&global);
                 publish(&snaps);
+                publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
                 (200, "text/plain; version=0.0.4", handle.render())
             }
             (tiny_http::Method::Get, "/api/amqp10/connections") => {
@@ -63,6 +64,10 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                             "consumers": c.consumers,
                             "published_messages": c.published,
                             "published_bytes": c.published_bytes,
+                            "delivered_messages": c.delivered,
+                            "oldest_unacked_age_seconds": c.oldest_unacked_ms as f64 / 1000.0,
+                            "dead_lettered": c.dead_lettered,
+                            "ack_deadline_expired": c.deadline_expired,
                         })
                     })
                     .collect();
@@ -121,4 +126,60 @@ fn publish(snaps: &[ShardSnapshot]) {
     counter!("kubemq_amqp10_events_dropped_no_credit_total").absolute(sum(&|s| s.events_dropped_no_credit));
     counter!("kubemq_amqp10_events_store_dropped_stalled_total").absolute(sum(&|s| s.events_store_dropped_stalled));
     counter!("kubemq_amqp10_rpc_late_responses_total").absolute(sum(&|s| s.rpc_late_responses));
+}
+
+/// sluice's own families: backlog per channel (Pub/Sub style) and per-link credit.
+/// The first `cap` channels (by name) get their own label set; the rest are summed
+/// under `channel="_other"` so a million channels cannot blow up the scrape.
+fn publish_backlog(snaps: &[ShardSnapshot], cap: usize) {
+    let mut channels: Vec<_> = snaps.iter().flat_map(|s| s.channels.iter()).collect();
+    channels.sort_by(|a, b| (a.key.pattern, &*a.key.name).cmp(&(b.key.pattern, &*b.key.name)));
+    let mut other: std::collections::BTreeMap<&'static str, [f64; 9]> = Default::default();
+    for (i, c) in channels.iter().enumerate() {
+        let v = [
+            c.undelivered as f64,
+            c.outstanding as f64,
+            c.oldest_unacked_ms as f64 / 1000.0,
+            c.consumers as f64,
+            c.published as f64,
+            c.published_bytes as f64,
+            c.delivered as f64,
+            c.dead_lettered as f64,
+            c.deadline_expired as f64,
+        ];
+        let pattern = c.key.pattern.as_str();
+        if i < cap {
+            channel_families(pattern, c.key.name.to_string(), v);
+        } else {
+            let o = other.entry(pattern).or_insert([0.0; 9]);
+            for k in 0..9 {
+                // The oldest age is a maximum, everything else a sum.
+                o[k] = if k == 2 { o[k].max(v[k]) } else { o[k] + v[k] };
+            }
+        }
+    }
+    for (pattern, v) in other {
+        channel_families(pattern, "_other".to_owned(), v);
+    }
+    let mut links: Vec<_> = snaps.iter().flat_map(|s| s.links.iter()).filter(|l| l.role == "sender").collect();
+    links.sort_by(|a, b| (&a.pattern, &a.channel, &a.name).cmp(&(&b.pattern, &b.channel, &b.name)));
+    for l in links.into_iter().take(cap) {
+        let labels = [("pattern", l.pattern.clone()), ("channel", l.channel.clone()), ("link", l.name.clone())];
+        gauge!("sluice_link_credit", &labels).set(l.credit as f64);
+        gauge!("sluice_link_unsettled", &labels).set(l.unsettled as f64);
+        gauge!("sluice_link_zero_credit_seconds", &labels).set(l.zero_credit_seconds);
+    }
+}
+
+fn channel_families(pattern: &'static str, channel: String, v: [f64; 9]) {
+    let labels = [("pattern", pattern.to_owned()), ("channel", channel)];
+    gauge!("sluice_channel_undelivered_messages", &labels).set(v[0]);
+    gauge!("sluice_channel_outstanding_messages", &labels).set(v[1]);
+    gauge!("sluice_channel_oldest_unacked_age_seconds", &labels).set(v[2]);
+    gauge!("sluice_channel_consumers", &labels).set(v[3]);
+    counter!("sluice_channel_published_messages_total", &labels).absolute(v[4] as u64);
+    counter!("sluice_channel_published_bytes_total", &labels).absolute(v[5] as u64);
+    counter!("sluice_channel_delivered_messages_total", &labels).absolute(v[6] as u64);
+    counter!("sluice_channel_dead_lettered_total", &labels).absolute(v[7] as u64);
+    counter!("sluice_channel_ack_deadline_expired_total", &labels).absolute(v[8] as u64);
 }

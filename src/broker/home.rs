@@ -8,6 +8,7 @@ use super::selector::Selector;
 use super::{Msg, Outcome, ShardMsg, StartPos, StoreRing, SubRef, SubSpec};
 use crate::config::Pattern;
 use crossbeam_queue::ArrayQueue;
+use sluice_proto::codec::Value;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -22,6 +23,16 @@ pub struct HomeStats {
     pub events_dropped_no_credit: u64,
     /// Inbound messages dropped (RPC requests nobody could take in time).
     pub transfers_in_dropped: u64,
+}
+
+/// Per-channel counters.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counters {
+    published: u64,
+    published_bytes: u64,
+    delivered: u64,
+    dead_lettered: u64,
+    deadline_expired: u64,
 }
 
 /// Backlog of one channel (for metrics and the admin API).
@@ -39,11 +50,21 @@ pub struct ChannelStats {
     pub published: u64,
     /// Bytes published.
     pub published_bytes: u64,
+    /// Messages delivered to consumers.
+    pub delivered: u64,
+    /// Age in ms of the oldest message not yet settled (0: none).
+    pub oldest_unacked_ms: u64,
+    /// Messages moved to the dead-letter channel.
+    pub dead_lettered: u64,
+    /// Deliveries returned because their ack deadline passed.
+    pub deadline_expired: u64,
 }
 
 /// Every channel homed on this shard.
 #[derive(Debug, Default)]
 pub struct Home {
+    /// Deliveries of a queue message before it is dead-lettered (0: never).
+    pub max_receive_count: u32,
     queues: HashMap<ChannelKey, QueueChan>,
     events: HashMap<ChannelKey, EventsChan>,
     stores: HashMap<ChannelKey, StoreChan>,
@@ -85,13 +106,18 @@ impl Credit {
 }
 
 impl Home {
+    /// A home whose queues dead-letter after `max_receive_count` deliveries (0: never).
+    pub fn new(max_receive_count: u32) -> Self {
+        Home { max_receive_count, ..Home::default() }
+    }
+
     /// Handle one home-bound message; messages to send are appended to `out`.
     pub fn handle(&mut self, msg: ShardMsg, now_ms: u64, out: &mut Vec<ShardMsg>) {
         match msg {
             ShardMsg::Publish { key, msg, ack } => {
                 let bytes = msg.payload.len() as u64;
                 match key.pattern {
-                    Pattern::Queues => self.queues.entry(key.clone()).or_default().publish(msg, out),
+                    Pattern::Queues => self.queues.entry(key.clone()).or_default().publish(msg, now_ms, out),
                     Pattern::Events => {
                         let stats = &mut self.stats;
                         self.events.entry(key.clone()).or_default().publish(msg, stats, out)
@@ -106,7 +132,7 @@ impl Home {
                 }
             }
             ShardMsg::Subscribe { key, sub, spec } => match key.pattern {
-                Pattern::Queues => self.queues.entry(key).or_default().subscribe(sub, &spec, out),
+                Pattern::Queues => self.queues.entry(key).or_default().subscribe(sub, &spec, now_ms, out),
                 Pattern::Events => self.events.entry(key).or_default().subscribe(sub, *spec, out),
                 Pattern::EventsStore => self.stores.entry(key).or_default().subscribe(sub, *spec, now_ms, out),
                 Pattern::Commands | Pattern::Queries => {
@@ -119,14 +145,15 @@ impl Home {
                         if let Some(c) = q.consumer(sub) {
                             c.credit.update(credit, delivery_count, drain);
                         }
-                        q.dispatch(out);
+                        q.dispatch(now_ms, out);
                     }
                 }
                 Pattern::Events => {
                     if let Some(e) = self.events.get_mut(&key) {
                         if let Some(s) = e.subs.iter_mut().find(|s| s.sub == sub) {
                             s.credit.update(credit, delivery_count, drain);
-                            // Events are never held: a drain completes at once.
+                            // Held events go first; then a drain completes at once.
+                            s.flush_held(out);
                             s.credit.finish_drain(sub, out);
                         }
                     }
@@ -144,16 +171,28 @@ impl Home {
                 }
             },
             ShardMsg::Settle { key, sub, token, outcome } => {
+                let max = self.max_receive_count;
                 if let Some(q) = self.queues.get_mut(&key) {
-                    q.settle(sub, token, outcome);
-                    q.dispatch(out);
+                    q.settle(&key, sub, token, outcome, max, out);
+                    q.dispatch(now_ms, out);
+                }
+            }
+            ShardMsg::Extend { key, sub, token } => {
+                if let Some(q) = self.queues.get_mut(&key) {
+                    q.extend(sub, token, now_ms);
+                }
+            }
+            ShardMsg::Consumed { key, sub, next_seq } => {
+                if let Some(s) = self.stores.get_mut(&key) {
+                    s.consumed(sub, next_seq);
                 }
             }
             ShardMsg::Unsubscribe { key, sub, stalled } => match key.pattern {
                 Pattern::Queues => {
+                    let max = self.max_receive_count;
                     if let Some(q) = self.queues.get_mut(&key) {
-                        q.unsubscribe(sub);
-                        q.dispatch(out);
+                        q.unsubscribe(&key, sub, max, out);
+                        q.dispatch(now_ms, out);
                     }
                 }
                 Pattern::Events => {
@@ -202,43 +241,76 @@ impl Home {
             _ => None,
         };
         if let Some(c) = c {
-            c.0 += 1;
-            c.1 += bytes;
+            c.published += 1;
+            c.published_bytes += bytes;
+        }
+    }
+
+    /// Timers: queue deliveries past their ack deadline go back to the queue.
+    pub fn tick(&mut self, now_ms: u64, out: &mut Vec<ShardMsg>) {
+        let max = self.max_receive_count;
+        for (key, q) in self.queues.iter_mut() {
+            if q.next_deadline != 0 && q.next_deadline <= now_ms {
+                q.expire(key, now_ms, max, out);
+                q.dispatch(now_ms, out);
+            }
         }
     }
 
     /// Backlog of every channel homed here.
     pub fn channel_stats(&self) -> Vec<ChannelStats> {
         let mut v = Vec::new();
+        let now = super::now_ms();
+        let stats = |key: &ChannelKey,
+                     undelivered: u64,
+                     outstanding: u64,
+                     consumers: u64,
+                     c: &Counters,
+                     oldest: Option<u64>| {
+            ChannelStats {
+                key: key.clone(),
+                undelivered,
+                outstanding,
+                consumers,
+                published: c.published,
+                published_bytes: c.published_bytes,
+                delivered: c.delivered,
+                oldest_unacked_ms: oldest.map_or(0, |t| now.saturating_sub(t)),
+                dead_lettered: c.dead_lettered,
+                deadline_expired: c.deadline_expired,
+            }
+        };
         for (k, q) in &self.queues {
-            v.push(ChannelStats {
-                key: k.clone(),
-                undelivered: q.ready.len() as u64,
-                outstanding: q.unacked.len() as u64,
-                consumers: q.consumers.len() as u64,
-                published: q.counters.0,
-                published_bytes: q.counters.1,
-            });
+            let oldest = q
+                .ready
+                .front()
+                .map(|i| i.msg.received_ms)
+                .into_iter()
+                .chain(q.unacked.values().map(|u| u.item.msg.received_ms))
+                .min();
+            v.push(stats(
+                k,
+                q.ready.len() as u64,
+                q.unacked.len() as u64,
+                q.consumers.len() as u64,
+                &q.counters,
+                oldest,
+            ));
         }
         for (k, e) in &self.events {
-            v.push(ChannelStats {
-                key: k.clone(),
-                undelivered: 0,
-                outstanding: 0,
-                consumers: e.subs.len() as u64,
-                published: e.counters.0,
-                published_bytes: e.counters.1,
-            });
+            let held: u64 = e.subs.iter().map(|s| s.held.len() as u64).sum();
+            let oldest = e.subs.iter().filter_map(|s| s.held.front().map(|m| m.received_ms)).min();
+            v.push(stats(k, held, 0, e.subs.len() as u64, &e.counters, oldest));
         }
         for (k, s) in &self.stores {
-            v.push(ChannelStats {
-                key: k.clone(),
-                undelivered: s.log.len() as u64,
-                outstanding: s.readers.iter().flat_map(|r| &r.members).map(|m| m.ring.ring.len() as u64).sum(),
-                consumers: s.readers.iter().map(|r| r.members.len() as u64).sum(),
-                published: s.counters.0,
-                published_bytes: s.counters.1,
-            });
+            // Undelivered: events some reader has not yet taken into its window.
+            let behind = s.readers.iter().map(|r| s.next_seq.saturating_sub(r.next)).max().unwrap_or(0);
+            let in_rings: u64 = s.readers.iter().flat_map(|r| &r.members).map(|m| m.ring.ring.len() as u64).sum();
+            let oldest_seq = s.readers.iter().map(|r| r.next).min().filter(|n| *n < s.next_seq);
+            let first = s.first_seq();
+            let oldest = oldest_seq.and_then(|n| s.log.get(n.saturating_sub(first) as usize)).map(|e| e.ts_ms);
+            let consumers = s.readers.iter().map(|r| r.members.len() as u64).sum();
+            v.push(stats(k, behind, in_rings, consumers, &s.counters, oldest));
         }
         v
     }
@@ -253,65 +325,113 @@ struct QItem {
 }
 
 #[derive(Debug)]
+struct Unacked {
+    item: QItem,
+    sub: SubRef,
+    /// When the delivery returns to the queue if not settled (0: never).
+    deadline: u64,
+}
+
+#[derive(Debug)]
 struct Consumer {
     sub: SubRef,
     credit: Credit,
     unsettled: u32,
+    unsettled_bytes: u64,
     presettled: bool,
     max_unsettled: u32,
     batch: u32,
+    max_out_msgs: u32,
+    max_out_bytes: u64,
+    ack_deadline_ms: u64,
+}
+
+impl Consumer {
+    /// How many more messages the consumer may get now, ignoring sizes:
+    /// min(credit, batch, MaxUnsettled - unsettled, message watermark room).
+    fn room(&self) -> u32 {
+        let mut room = self.credit.credit.min(self.batch);
+        if !self.presettled {
+            room = room.min(self.max_unsettled.saturating_sub(self.unsettled));
+            if self.max_out_msgs > 0 {
+                room = room.min(self.max_out_msgs.saturating_sub(self.unsettled));
+            }
+        }
+        room
+    }
+
+    /// The byte watermark: a message fits while the outstanding bytes stay within the
+    /// limit, and a single larger message goes when nothing else is outstanding.
+    fn fits(&self, size: u64) -> bool {
+        self.presettled
+            || self.max_out_bytes == 0
+            || self.unsettled == 0
+            || self.unsettled_bytes + size <= self.max_out_bytes
+    }
 }
 
 #[derive(Debug, Default)]
 struct QueueChan {
     ready: VecDeque<QItem>,
-    unacked: HashMap<u64, (QItem, SubRef)>,
+    unacked: HashMap<u64, Unacked>,
     consumers: Vec<Consumer>,
     rr: usize,
     next_token: u64,
-    counters: (u64, u64),
+    /// Earliest ack deadline among the unacked (0: none), so ticks stay cheap.
+    next_deadline: u64,
+    counters: Counters,
 }
 
 impl QueueChan {
-    fn publish(&mut self, msg: Msg, out: &mut Vec<ShardMsg>) {
+    fn publish(&mut self, msg: Msg, now_ms: u64, out: &mut Vec<ShardMsg>) {
         self.ready.push_back(QItem { msg, receive_count: 0 });
-        self.dispatch(out);
+        self.dispatch(now_ms, out);
     }
 
     fn consumer(&mut self, sub: SubRef) -> Option<&mut Consumer> {
         self.consumers.iter_mut().find(|c| c.sub == sub)
     }
 
-    fn subscribe(&mut self, sub: SubRef, spec: &SubSpec, out: &mut Vec<ShardMsg>) {
+    fn subscribe(&mut self, sub: SubRef, spec: &SubSpec, now_ms: u64, out: &mut Vec<ShardMsg>) {
         self.consumers.push(Consumer {
             sub,
             credit: Credit::default(),
             unsettled: 0,
+            unsettled_bytes: 0,
             presettled: spec.presettled,
             max_unsettled: spec.max_unsettled.max(1),
             batch: spec.batch.max(1),
+            max_out_msgs: spec.max_outstanding_messages,
+            max_out_bytes: spec.max_outstanding_bytes,
+            ack_deadline_ms: spec.ack_deadline_ms,
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
+        self.dispatch(now_ms, out);
     }
 
     /// Competing consumers, in rounds: each round gives every consumer a batch of
-    /// min(credit, GetBatchSize, MaxUnsettled - unsettled) messages.
-    fn dispatch(&mut self, out: &mut Vec<ShardMsg>) {
+    /// min(credit, GetBatchSize, MaxUnsettled - unsettled) messages, within its
+    /// outstanding-messages and outstanding-bytes watermarks.
+    fn dispatch(&mut self, now_ms: u64, out: &mut Vec<ShardMsg>) {
         let n = self.consumers.len();
         while !self.ready.is_empty() && n > 0 {
             let mut progressed = false;
             for i in 0..n {
                 let idx = (self.rr + i) % n;
                 let c = &mut self.consumers[idx];
-                let room = if c.presettled { u32::MAX } else { c.max_unsettled.saturating_sub(c.unsettled) };
-                let take = c.credit.credit.min(c.batch).min(room);
-                for _ in 0..take {
+                for _ in 0..c.room() {
+                    let Some(front) = self.ready.front() else { break };
+                    let size = front.msg.payload.len() as u64;
+                    if !c.fits(size) {
+                        break;
+                    }
                     let Some(mut item) = self.ready.pop_front() else { break };
                     item.receive_count += 1;
                     let token = self.next_token;
                     self.next_token += 1;
                     c.credit.take();
                     progressed = true;
+                    self.counters.delivered += 1;
                     out.push(ShardMsg::Deliver {
                         sub: c.sub,
                         token,
@@ -321,7 +441,12 @@ impl QueueChan {
                     });
                     if !c.presettled {
                         c.unsettled += 1;
-                        self.unacked.insert(token, (item, c.sub));
+                        c.unsettled_bytes += size;
+                        let deadline = if c.ack_deadline_ms > 0 { now_ms + c.ack_deadline_ms } else { 0 };
+                        if deadline != 0 && (self.next_deadline == 0 || deadline < self.next_deadline) {
+                            self.next_deadline = deadline;
+                        }
+                        self.unacked.insert(token, Unacked { item, sub: c.sub, deadline });
                     }
                 }
                 if self.ready.is_empty() {
@@ -339,18 +464,45 @@ impl QueueChan {
         }
     }
 
-    fn settle(&mut self, sub: SubRef, token: u64, outcome: Outcome) {
-        let Some((mut item, owner)) = self.unacked.remove(&token) else { return };
-        if owner != sub {
-            self.unacked.insert(token, (item, owner));
-            return;
-        }
-        if let Some(c) = self.consumer(sub) {
+    /// Forget an unacked delivery and return its item.
+    fn take_unacked(&mut self, token: u64) -> Option<(QItem, SubRef)> {
+        let u = self.unacked.remove(&token)?;
+        let size = u.item.msg.payload.len() as u64;
+        if let Some(c) = self.consumer(u.sub) {
             c.unsettled = c.unsettled.saturating_sub(1);
+            c.unsettled_bytes = c.unsettled_bytes.saturating_sub(size);
         }
+        Some((u.item, u.sub))
+    }
+
+    /// Back to the tail, or to `queues/<channel>.dlq` once delivered too often.
+    fn requeue(&mut self, key: &ChannelKey, item: QItem, max_receive_count: u32, out: &mut Vec<ShardMsg>) {
+        if max_receive_count > 0 && item.receive_count >= max_receive_count {
+            self.counters.dead_lettered += 1;
+            let dlq = ChannelKey::new(Pattern::Queues, &format!("{}.dlq", key.name));
+            out.push(ShardMsg::Publish { key: dlq, msg: item.msg, ack: None });
+        } else {
+            self.ready.push_back(item);
+        }
+    }
+
+    fn settle(
+        &mut self,
+        key: &ChannelKey,
+        sub: SubRef,
+        token: u64,
+        outcome: Outcome,
+        max_receive_count: u32,
+        out: &mut Vec<ShardMsg>,
+    ) {
+        match self.unacked.get(&token) {
+            Some(u) if u.sub == sub => {}
+            _ => return,
+        }
+        let Some((mut item, _)) = self.take_unacked(token) else { return };
         match outcome {
             Outcome::Accepted | Outcome::Rejected => {}
-            Outcome::Requeue => self.ready.push_back(item),
+            Outcome::Requeue => self.requeue(key, item, max_receive_count, out),
             Outcome::Undelivered => {
                 item.receive_count = item.receive_count.saturating_sub(1);
                 self.ready.push_front(item);
@@ -358,17 +510,41 @@ impl QueueChan {
         }
     }
 
-    /// Every unsettled delivery of the link goes back to the tail, exactly once, in
-    /// the order it was delivered.
-    fn unsubscribe(&mut self, sub: SubRef) {
-        self.consumers.retain(|c| c.sub != sub);
-        let mut mine: Vec<u64> = self.unacked.iter().filter(|(_, (_, s))| *s == sub).map(|(t, _)| *t).collect();
-        mine.sort_unstable();
-        for t in mine {
-            if let Some((item, _)) = self.unacked.remove(&t) {
-                self.ready.push_back(item);
+    /// A `received` state renews the lease of a delivery.
+    fn extend(&mut self, sub: SubRef, token: u64, now_ms: u64) {
+        let Some(ms) = self.consumers.iter().find(|c| c.sub == sub).map(|c| c.ack_deadline_ms) else { return };
+        if let Some(u) = self.unacked.get_mut(&token) {
+            if u.sub == sub && ms > 0 {
+                u.deadline = now_ms + ms;
             }
         }
+    }
+
+    /// Deliveries whose ack deadline passed return to the queue (counted).
+    fn expire(&mut self, key: &ChannelKey, now_ms: u64, max_receive_count: u32, out: &mut Vec<ShardMsg>) {
+        let mut due: Vec<u64> =
+            self.unacked.iter().filter(|(_, u)| u.deadline != 0 && u.deadline <= now_ms).map(|(t, _)| *t).collect();
+        due.sort_unstable();
+        for t in due {
+            if let Some((item, _)) = self.take_unacked(t) {
+                self.counters.deadline_expired += 1;
+                self.requeue(key, item, max_receive_count, out);
+            }
+        }
+        self.next_deadline = self.unacked.values().map(|u| u.deadline).filter(|d| *d != 0).min().unwrap_or(0);
+    }
+
+    /// Every unsettled delivery of the link goes back to the tail, exactly once, in
+    /// the order it was delivered.
+    fn unsubscribe(&mut self, key: &ChannelKey, sub: SubRef, max_receive_count: u32, out: &mut Vec<ShardMsg>) {
+        let mut mine: Vec<u64> = self.unacked.iter().filter(|(_, u)| u.sub == sub).map(|(t, _)| *t).collect();
+        mine.sort_unstable();
+        for t in mine {
+            if let Some((item, _)) = self.take_unacked(t) {
+                self.requeue(key, item, max_receive_count, out);
+            }
+        }
+        self.consumers.retain(|c| c.sub != sub);
         if self.rr >= self.consumers.len() {
             self.rr = 0;
         }
@@ -383,23 +559,77 @@ struct EvSub {
     credit: Credit,
     group: Option<String>,
     selector: Option<Selector>,
+    /// Events kept at zero credit (at most `buffer`), oldest first.
+    held: VecDeque<Msg>,
+    buffer: u32,
+    /// Events this subscriber missed since its last delivery (gap signalling).
+    missed: u64,
+}
+
+impl EvSub {
+    /// Deliver one event; the first event after a gap carries
+    /// `x-opt-sluice-dropped-before` = the number missed.
+    fn deliver(&mut self, msg: Msg, out: &mut Vec<ShardMsg>) {
+        let msg = if self.missed > 0 {
+            let payload =
+                super::message::with_annotation(&msg.payload, "x-opt-sluice-dropped-before", Value::Ulong(self.missed));
+            self.missed = 0;
+            Msg { payload, received_ms: msg.received_ms }
+        } else {
+            msg
+        };
+        self.credit.take();
+        out.push(ShardMsg::Deliver { sub: self.sub, token: 0, msg, receive_count: 0, settled: true });
+    }
+
+    /// No credit: hold the event (dropping the oldest beyond the buffer) or drop it.
+    /// Returns how many events were dropped.
+    fn hold_or_drop(&mut self, msg: Msg) -> u64 {
+        if self.buffer == 0 {
+            self.missed += 1;
+            return 1;
+        }
+        self.held.push_back(msg);
+        if self.held.len() > self.buffer as usize {
+            self.held.pop_front();
+            self.missed += 1;
+            return 1;
+        }
+        0
+    }
+
+    fn flush_held(&mut self, out: &mut Vec<ShardMsg>) {
+        while self.credit.credit > 0 {
+            let Some(m) = self.held.pop_front() else { break };
+            self.deliver(m, out);
+        }
+    }
 }
 
 #[derive(Debug, Default)]
 struct EventsChan {
     subs: Vec<EvSub>,
     group_rr: HashMap<String, usize>,
-    counters: (u64, u64),
+    counters: Counters,
 }
 
 impl EventsChan {
     fn subscribe(&mut self, sub: SubRef, spec: SubSpec, out: &mut Vec<ShardMsg>) {
-        self.subs.push(EvSub { sub, credit: Credit::default(), group: spec.group, selector: spec.selector });
+        self.subs.push(EvSub {
+            sub,
+            credit: Credit::default(),
+            group: spec.group,
+            selector: spec.selector,
+            held: VecDeque::new(),
+            buffer: spec.events_buffer,
+            missed: 0,
+        });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
     }
 
     /// Fan out: each subscriber without a group gets the event, each group gets it
-    /// once (round-robin over members with credit); no credit means dropped, counted.
+    /// once (round-robin over members with credit); no credit means held (up to the
+    /// subscriber's buffer) or dropped, counted.
     fn publish(&mut self, msg: Msg, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
         let view = self.subs.iter().any(|s| s.selector.is_some()).then(|| SelectorView::new(&msg.payload));
         let matches = |s: &EvSub| match (&s.selector, &view) {
@@ -419,11 +649,11 @@ impl EventsChan {
                 continue;
             }
             let s = &mut self.subs[i];
-            if s.credit.credit > 0 {
-                s.credit.take();
-                out.push(ShardMsg::Deliver { sub: s.sub, token: 0, msg: msg.clone(), receive_count: 0, settled: true });
+            if s.credit.credit > 0 && s.held.is_empty() {
+                self.counters.delivered += 1;
+                s.deliver(msg.clone(), out);
             } else {
-                stats.events_dropped_no_credit += 1;
+                stats.events_dropped_no_credit += s.hold_or_drop(msg.clone());
             }
         }
         for g in groups {
@@ -440,17 +670,15 @@ impl EventsChan {
             *rr = rr.wrapping_add(1);
             match pick {
                 Some(i) => {
-                    let s = &mut self.subs[i];
-                    s.credit.take();
-                    out.push(ShardMsg::Deliver {
-                        sub: s.sub,
-                        token: 0,
-                        msg: msg.clone(),
-                        receive_count: 0,
-                        settled: true,
-                    });
+                    self.counters.delivered += 1;
+                    self.subs[i].deliver(msg.clone(), out);
                 }
-                None => stats.events_dropped_no_credit += 1,
+                None => {
+                    stats.events_dropped_no_credit += 1;
+                    for i in members {
+                        self.subs[i].missed += 1;
+                    }
+                }
             }
         }
     }
@@ -481,6 +709,9 @@ struct Reader {
     selector: Option<Selector>,
     durable: Option<String>,
     waiting: bool,
+    /// Lossless: wait at a full window; a durable cursor moves only past what the
+    /// connection reports as sent.
+    hold: bool,
 }
 
 #[derive(Debug)]
@@ -490,7 +721,7 @@ struct StoreChan {
     readers: Vec<Reader>,
     cursors: HashMap<String, u64>,
     live: HashSet<String>,
-    counters: (u64, u64),
+    counters: Counters,
 }
 
 impl Default for StoreChan {
@@ -501,7 +732,7 @@ impl Default for StoreChan {
             readers: Vec::new(),
             cursors: HashMap::new(),
             live: HashSet::new(),
-            counters: (0, 0),
+            counters: Counters::default(),
         }
     }
 }
@@ -568,6 +799,9 @@ impl StoreChan {
             Some(c) => (*c).max(self.first_seq()),
             None => self.start_seq(spec.start),
         };
+        if let Some(id) = &spec.durable {
+            self.cursors.insert(id.clone(), next);
+        }
         self.readers.push(Reader {
             members: vec![member],
             rr: 0,
@@ -576,6 +810,7 @@ impl StoreChan {
             selector: spec.selector,
             durable: spec.durable,
             waiting: false,
+            hold: spec.hold,
         });
         let i = self.readers.len() - 1;
         self.feed(i, out);
@@ -614,20 +849,34 @@ impl StoreChan {
                 }
             }
             if !placed {
-                // Every ring is full: the connection decides whether this is a
-                // credit stall (credit 0: detach) or a slow consumer (wait for room).
+                // Every ring is full. Lossless links wait for room; otherwise the
+                // connection decides whether this is a credit stall (credit 0:
+                // detach) or a slow consumer (wait for room).
                 r.waiting = true;
                 for m in &r.members {
                     m.ring.home_waiting.store(true, Ordering::Release);
-                    out.push(ShardMsg::RingFull { sub: m.sub });
+                    if !r.hold {
+                        out.push(ShardMsg::RingFull { sub: m.sub });
+                    }
                 }
                 break;
             }
             r.rr = r.rr.wrapping_add(1);
             r.next += 1;
-            if let Some(id) = &r.durable {
+            self.counters.delivered += 1;
+            if let (Some(id), false) = (&r.durable, r.hold) {
+                // Deliver-first: the position is taken as the event enters the window.
                 self.cursors.insert(id.clone(), r.next);
             }
+        }
+    }
+
+    /// Lossless links: the connection sent everything before `next_seq`.
+    fn consumed(&mut self, sub: SubRef, next_seq: u64) {
+        let Some(r) = self.readers.iter().find(|r| r.members.iter().any(|m| m.sub == sub)) else { return };
+        if let (Some(id), true) = (&r.durable, r.hold) {
+            let c = self.cursors.entry(id.clone()).or_insert(0);
+            *c = (*c).max(next_seq);
         }
     }
 
@@ -641,7 +890,9 @@ impl StoreChan {
             r.waiting = false;
         }
         if let Some(id) = r.durable.clone() {
-            self.cursors.insert(id.clone(), r.next);
+            if !r.hold {
+                self.cursors.insert(id.clone(), r.next);
+            }
             self.live.remove(&id);
         }
         if self.readers[i].members.is_empty() {

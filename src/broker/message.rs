@@ -32,6 +32,28 @@ pub fn with_delivery_header(payload: &Bytes, receive_count: u32) -> Bytes {
     out.freeze()
 }
 
+/// The message with one more message-annotation (replacing one of the same key).
+pub fn with_annotation(payload: &Bytes, key: &str, value: Value) -> Bytes {
+    let Ok(raw) = RawMessage::parse(payload) else { return payload.clone() };
+    let mut ma = raw.message_annotations().ok().flatten().unwrap_or_default();
+    ma.retain(|(k, _)| k.as_str() != Some(key));
+    ma.push((Value::symbol(key), value));
+    let mut out = BytesMut::with_capacity(payload.len() + 48);
+    for s in [&raw.header, &raw.delivery_annotations].into_iter().flatten() {
+        out.extend_from_slice(s);
+    }
+    sluice_proto::codec::put_descriptor(&mut out, 0x72);
+    Value::Map(ma).encode(&mut out);
+    for s in [&raw.properties, &raw.application_properties].into_iter().flatten() {
+        out.extend_from_slice(s);
+    }
+    out.extend_from_slice(&raw.body);
+    if let Some(f) = &raw.footer {
+        out.extend_from_slice(f);
+    }
+    out.freeze()
+}
+
 /// Rebuild a message with new properties and extra application-properties.
 pub fn rebuild(raw: &RawMessage, properties: &Properties, extra_app: &[(&str, Value)], keep_body: bool) -> Bytes {
     let mut out = BytesMut::with_capacity(raw.encoded_len() + 64);

@@ -89,6 +89,17 @@ pub struct SubSpec {
     pub max_unsettled: u32,
     /// GetBatchSize.
     pub batch: u32,
+    /// Events-store: lossless stall policy (wait at zero credit; the cursor moves only
+    /// past what was sent).
+    pub hold: bool,
+    /// Watermark on delivered-but-unsettled messages (0: off).
+    pub max_outstanding_messages: u32,
+    /// Watermark on delivered-but-unsettled bytes (0: off).
+    pub max_outstanding_bytes: u64,
+    /// Events: how many events to hold at zero credit before dropping the oldest.
+    pub events_buffer: u32,
+    /// Queues: return a delivery not settled within this many ms (0: off).
+    pub ack_deadline_ms: u64,
 }
 
 /// The deliver-first window of an events-store subscription: filled by the home
@@ -160,6 +171,24 @@ pub enum ShardMsg {
         /// It was detached for a credit stall: the message that found the ring full
         /// is lost too, and a durable cursor moves past it.
         stalled: bool,
+    },
+    /// Lossless events-store: every event before `next_seq` has been sent.
+    Consumed {
+        /// Channel.
+        key: ChannelKey,
+        /// The link.
+        sub: SubRef,
+        /// The next sequence number the link has not sent.
+        next_seq: u64,
+    },
+    /// The consumer reported a `received` state: extend the delivery's ack deadline.
+    Extend {
+        /// Channel.
+        key: ChannelKey,
+        /// The link.
+        sub: SubRef,
+        /// Delivery token.
+        token: u64,
     },
     /// Room in an events-store ring again.
     RingSpace {
@@ -249,6 +278,8 @@ impl ShardMsg {
             | ShardMsg::Settle { key, .. }
             | ShardMsg::Unsubscribe { key, .. }
             | ShardMsg::RingSpace { key, .. }
+            | ShardMsg::Consumed { key, .. }
+            | ShardMsg::Extend { key, .. }
             | ShardMsg::RpcRequest { key, .. } => key.home(shards),
             ShardMsg::PublishDone { ack, .. } => ack.link.shard as usize,
             ShardMsg::SubscribeDone { sub, .. }

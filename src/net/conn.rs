@@ -60,6 +60,8 @@ enum LinkKind {
         reply: Option<Box<Attach>>,
         pending_credit: Option<(u32, bool)>,
         stalled: bool,
+        /// Events-store lossless mode.
+        hold: bool,
     },
     NodeConsume {
         node: String,
@@ -79,6 +81,9 @@ struct LinkCtx {
     durable: bool,
     dynamic: bool,
     next_tag: u64,
+    /// Consume links: since when the link has had zero credit, and the time so far.
+    zero_since: Option<Instant>,
+    zero_total: Duration,
 }
 
 #[derive(Debug, Default)]
@@ -121,6 +126,8 @@ struct Driver {
     reject: Option<Error>,
     read_size: usize,
     rng: u64,
+    registry_at: Instant,
+    registry_count: (usize, usize),
     /// Produce links whose credit top-up waits for a backed-up shard ring.
     deferred_topups: Vec<LinkId>,
     info: ConnectionInfo,
@@ -162,6 +169,8 @@ pub(super) async fn run(shard: Rc<Shard>, mut stream: TcpStream, over_limit: boo
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
         read_size: READ_MIN,
         rng: seed(),
+        registry_at: started,
+        registry_count: (usize::MAX, 0),
         deferred_topups: Vec::new(),
         info: ConnectionInfo {
             connected_at: rfc3339_now(),
@@ -437,6 +446,8 @@ impl Driver {
             durable: false,
             dynamic: false,
             next_tag: 0,
+            zero_since: Some(Instant::now()),
+            zero_total: Duration::ZERO,
         }
     }
 
@@ -629,21 +640,41 @@ impl Driver {
             reply: Some(Box::new(reply)),
             pending_credit: None,
             stalled: false,
+            hold: false,
         };
         let mut ctx = self.new_ctx(channel, &attach.name, Role::Sender, kind);
         ctx.address = addr;
         ctx.pattern = key.pattern.as_str().into();
         ctx.chan = key.name.to_string();
         ctx.durable = durable;
+        let st = self.settings();
+        let hold = match props.get("x-opt-sluice-stall").and_then(Value::as_str) {
+            Some("hold") => true,
+            Some("detach") => false,
+            Some(_) => return self.refuse(link, condition::INVALID_FIELD, "x-opt-sluice-stall must be hold or detach"),
+            None => st.events_store_stall == crate::config::StallPolicy::Hold,
+        };
+        let number = |name: &str| props.get(name).and_then(value_u64);
         let spec = SubSpec {
             group,
             selector,
             start,
             durable: durable_id,
             presettled,
-            max_unsettled: self.settings().effective_max_unsettled(),
-            batch: self.settings().get_batch_size,
+            max_unsettled: st.effective_max_unsettled(),
+            batch: st.get_batch_size,
+            hold,
+            max_outstanding_messages: number("x-opt-sluice-max-outstanding-messages")
+                .map_or(st.max_outstanding_messages, |n| n.min(u32::MAX as u64) as u32),
+            max_outstanding_bytes: number("x-opt-sluice-max-outstanding-bytes").unwrap_or(st.max_outstanding_bytes),
+            events_buffer: number("x-opt-sluice-events-buffer").map_or(st.events_buffer, |n| n.min(1 << 20) as u32),
+            ack_deadline_ms: number("x-opt-sluice-ack-deadline-seconds")
+                .unwrap_or(st.ack_deadline_seconds as u64)
+                .saturating_mul(1000),
         };
+        if let LinkKind::Consume { hold: h, .. } = &mut ctx.kind {
+            *h = hold;
+        }
         let sub = self.sub(ctx.serial);
         self.serials.insert(ctx.serial, link);
         self.links.insert(link, ctx);
@@ -737,16 +768,19 @@ impl Driver {
     /// Move events-store events from the ring to the wire as credit allows.
     fn pump_ring(&mut self, link: LinkId) {
         let Some(ctx) = self.links.get_mut(&link) else { return };
-        let LinkKind::Consume { ring: Some(ring), key, stalled: false, .. } = &ctx.kind else { return };
+        let LinkKind::Consume { ring: Some(ring), key, stalled: false, hold, .. } = &ctx.kind else { return };
         let ring = ring.clone();
         let key = key.clone();
+        let hold = *hold;
         let serial = ctx.serial;
         let pattern = pattern_index(key.pattern);
+        let mut sent_next = None;
         loop {
             if self.engine.link_credit(link) == 0 || !self.held.is_empty() {
                 break;
             }
-            let Some((_seq, msg)) = ring.ring.pop() else { break };
+            let Some((seq, msg)) = ring.ring.pop() else { break };
+            sent_next = Some(seq + 1);
             let ctx = match self.links.get_mut(&link) {
                 Some(c) => c,
                 None => return,
@@ -766,8 +800,12 @@ impl Driver {
         if drain && (ring.ring.is_empty() || self.engine.link_credit(link) == 0) {
             let _ = self.engine.drain_complete(link);
         }
+        let sub = self.sub(serial);
+        if let (true, Some(next_seq)) = (hold, sent_next) {
+            // Lossless: the durable cursor moves only past what was sent.
+            self.shard.route(ShardMsg::Consumed { key: key.clone(), sub, next_seq });
+        }
         if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::AcqRel) {
-            let sub = self.sub(serial);
             self.shard.route(ShardMsg::RingSpace { key, sub });
         }
     }
@@ -841,6 +879,17 @@ impl Driver {
     fn on_disposition(&mut self, link: LinkId, delivery_id: u32, settled: bool, state: Option<DeliveryState>) {
         let terminal = settled || state.as_ref().is_some_and(DeliveryState::is_outcome);
         if !terminal {
+            if let Some(DeliveryState::Received(_)) = state {
+                // The consumer is still working on it: renew its ack deadline.
+                if let Some(ctx) = self.links.get(&link) {
+                    if let LinkKind::Consume { key, unsettled, .. } = &ctx.kind {
+                        if let Some(token) = unsettled.get(&delivery_id) {
+                            let (key, token, sub) = (key.clone(), *token, self.sub(ctx.serial));
+                            self.shard.route(ShardMsg::Extend { key, sub, token });
+                        }
+                    }
+                }
+            }
             return;
         }
         let label = match &state {
@@ -1257,7 +1306,15 @@ impl Driver {
 
     // ------------------------------------------------------------ registry and teardown
 
+    /// Publish this connection's details for the admin API: at most four times a
+    /// second, or when links come and go, so the hot path does not pay for it.
     fn refresh_registry(&mut self) {
+        let count = (self.sessions.len(), self.links.len());
+        if count == self.registry_count && self.registry_at.elapsed() < Duration::from_millis(250) {
+            return;
+        }
+        self.registry_count = count;
+        self.registry_at = Instant::now();
         let mut reg = self.shard.registry.borrow_mut();
         if self.info.container_id.is_empty() && !self.engine.is_open() {
             return;
@@ -1265,29 +1322,43 @@ impl Driver {
         self.info.sessions = self.sessions.len() as i64;
         self.info.links = self.links.len() as i64;
         reg.connections.insert(self.id, self.info.clone());
-        reg.links.retain(|(c, _), _| *c != self.id);
+        let mut infos = Vec::with_capacity(self.links.len());
+        let now = Instant::now();
+        for (link, ctx) in self.links.iter_mut() {
+            if ctx.role == Role::Sender {
+                let credit = self.engine.link_credit(*link);
+                match (credit, ctx.zero_since) {
+                    (0, None) => ctx.zero_since = Some(now),
+                    (c, Some(t)) if c > 0 => {
+                        ctx.zero_total += now.duration_since(t);
+                        ctx.zero_since = None;
+                    }
+                    _ => {}
+                }
+            }
+        }
         for (link, ctx) in &self.links {
+            let zero = ctx.zero_total + ctx.zero_since.map_or(Duration::ZERO, |t| now.duration_since(t));
             let unsettled = match &ctx.kind {
                 LinkKind::Consume { unsettled, .. } => unsettled.len() as i64,
                 LinkKind::NodeConsume { node } => self.nodes.get(node).map_or(0, |n| n.unsettled.len() as i64),
                 LinkKind::Produce { .. } => 0,
             };
-            reg.links.insert(
-                (self.id, ctx.serial),
-                LinkInfo {
-                    client_id: self.info.client_id.clone(),
-                    name: ctx.name.clone(),
-                    role: if ctx.role == Role::Sender { "sender" } else { "receiver" }.into(),
-                    address: ctx.address.clone(),
-                    pattern: ctx.pattern.clone(),
-                    channel: ctx.chan.clone(),
-                    credit: self.engine.link_credit(*link) as i64,
-                    unsettled,
-                    durable: ctx.durable,
-                    dynamic: ctx.dynamic,
-                },
-            );
+            infos.push(LinkInfo {
+                client_id: self.info.client_id.clone(),
+                name: ctx.name.clone(),
+                role: if ctx.role == Role::Sender { "sender" } else { "receiver" }.into(),
+                address: ctx.address.clone(),
+                pattern: ctx.pattern.clone(),
+                channel: ctx.chan.clone(),
+                credit: self.engine.link_credit(*link) as i64,
+                unsettled,
+                durable: ctx.durable,
+                dynamic: ctx.dynamic,
+                zero_credit_seconds: if ctx.role == Role::Sender { zero.as_secs_f64() } else { 0.0 },
+            });
         }
+        reg.links.insert(self.id, infos);
     }
 
     fn teardown(&mut self) {
@@ -1301,7 +1372,7 @@ impl Driver {
         self.shard.conns.borrow_mut().remove(&self.id);
         let mut reg = self.shard.registry.borrow_mut();
         reg.connections.remove(&self.id);
-        reg.links.retain(|(c, _), _| *c != self.id);
+        reg.links.remove(&self.id);
     }
 }
 
@@ -1349,6 +1420,22 @@ fn selector_text(f: &Fields) -> Option<String> {
         }
     }
     None
+}
+
+/// An unsigned integer link property of any integer type.
+fn value_u64(v: &Value) -> Option<u64> {
+    match v {
+        Value::Ubyte(x) => Some(*x as u64),
+        Value::Ushort(x) => Some(*x as u64),
+        Value::Uint(x) => Some(*x as u64),
+        Value::Ulong(x) => Some(*x),
+        Value::Byte(x) => u64::try_from(*x).ok(),
+        Value::Short(x) => u64::try_from(*x).ok(),
+        Value::Int(x) => u64::try_from(*x).ok(),
+        Value::Long(x) => u64::try_from(*x).ok(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
 }
 
 /// Parse `x-opt-kubemq-start`.

@@ -109,6 +109,8 @@ pub struct LinkInfo {
     pub durable: bool,
     /// Dynamic-node link.
     pub dynamic: bool,
+    /// Consume links: seconds spent with zero credit so far (sluice's own field).
+    pub zero_credit_seconds: f64,
 }
 
 /// What the drivers of a shard publish about their connections and links.
@@ -116,8 +118,8 @@ pub struct LinkInfo {
 pub struct Registry {
     /// Per connection id.
     pub connections: BTreeMap<u64, ConnectionInfo>,
-    /// Per (connection id, link serial).
-    pub links: BTreeMap<(u64, u64), LinkInfo>,
+    /// Per connection id: its links.
+    pub links: BTreeMap<u64, Vec<LinkInfo>>,
 }
 
 /// A copy of one shard's numbers.
@@ -179,7 +181,7 @@ pub fn snapshot(shard: &Shard) -> ShardSnapshot {
         events_store_dropped_stalled: c.events_store_dropped_stalled.get(),
         rpc_late_responses: c.rpc_late_responses.get(),
         connections: reg.connections.values().cloned().collect(),
-        links: reg.links.values().cloned().collect(),
+        links: reg.links.values().flatten().cloned().collect(),
         channels: home.channel_stats(),
     }
 }

@@ -153,6 +153,15 @@ impl Shard {
         self.pumping.set(false);
     }
 
+    /// Run the homes' timers (ack deadlines) and route what they produce.
+    pub fn tick(&self) {
+        let mut out = Vec::new();
+        self.home.borrow_mut().tick(now_ms(), &mut out);
+        for m in out {
+            self.route(m);
+        }
+    }
+
     /// A message for a connection that is gone: give back what must not be lost.
     fn orphan(&self, m: ShardMsg) {
         match m {
@@ -208,7 +217,7 @@ async fn shard_main(
         id,
         shards,
         global: global.clone(),
-        home: RefCell::new(Home::default()),
+        home: RefCell::new(Home::new(global.settings.max_receive_count)),
         conns: RefCell::new(HashMap::new()),
         next_conn: Cell::new(1),
         outboxes: (0..shards).map(|_| RefCell::new(VecDeque::new())).collect(),
@@ -241,9 +250,10 @@ async fn shard_main(
     let listener = crate::net::bind(&global.settings)?;
     global.ready.fetch_add(1, Ordering::SeqCst);
     let accept = glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener)).detach();
-    // Control tick: admin requests and shutdown.
+    // Control tick: timers of the homes, admin requests and shutdown.
     loop {
         glommio::timer::sleep(Duration::from_millis(20)).await;
+        shard.tick();
         while let Some(req) = global.admin[id as usize].pop() {
             let snap = metrics::snapshot(&shard);
             let _ = req.reply.send(snap);
