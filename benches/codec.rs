@@ -149,10 +149,7 @@ fn fe_transfer() -> fp::Transfer {
 }
 
 fn sl_message() -> sl::Message {
-    sl::Message {
-        body: sl::Body::Data(Bytes::from_static(&PAYLOAD)),
-        ..Default::default()
-    }
+    sl::Message { body: sl::Body::Data(Bytes::from_static(&PAYLOAD)), ..Default::default() }
 }
 
 type FeMessage = fm::Message<fm::Data>;
@@ -174,23 +171,14 @@ fn fe_message() -> FeMessage {
 
 /// sluice: the whole TRANSFER frame (message encoded to `scratch`, then the frame).
 #[inline(always)]
-fn sl_encode_transfer(
-    out: &mut BytesMut,
-    scratch: &mut BytesMut,
-    perf: &sl::Performative,
-    msg: &sl::Message,
-) {
+fn sl_encode_transfer(out: &mut BytesMut, scratch: &mut BytesMut, perf: &sl::Performative, msg: &sl::Message) {
     scratch.clear();
     msg.encode(scratch);
     write_frame(out, FRAME_TYPE_AMQP, CHANNEL, perf, scratch);
 }
 
 fn raw_frame(body: Bytes) -> RawFrame {
-    RawFrame {
-        frame_type: FRAME_TYPE_AMQP,
-        channel: CHANNEL,
-        body,
-    }
+    RawFrame { frame_type: FRAME_TYPE_AMQP, channel: CHANNEL, body }
 }
 
 /// sluice: frame body -> performative + payload slice -> message sections.
@@ -225,12 +213,7 @@ fn fe_write_frame<T: Serialize>(out: &mut BytesMut, perf: &T, payload: &[u8]) {
 }
 
 #[inline(always)]
-fn fe_encode_transfer(
-    out: &mut BytesMut,
-    scratch: &mut BytesMut,
-    perf: &fp::Transfer,
-    msg: &FeMessage,
-) {
+fn fe_encode_transfer(out: &mut BytesMut, scratch: &mut BytesMut, perf: &fp::Transfer, msg: &FeMessage) {
     scratch.clear();
     {
         let mut ser = serde_amqp::ser::Serializer::new((&mut *scratch).writer());
@@ -266,10 +249,7 @@ fn fe_decode_transfer_ioreader(body: &[u8]) -> (fp::Performative, FeMessage) {
 // other's bytes.
 
 fn body_of(frame: &[u8]) -> &[u8] {
-    assert_eq!(
-        u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize,
-        frame.len()
-    );
+    assert_eq!(u32::from_be_bytes(frame[..4].try_into().unwrap()) as usize, frame.len());
     &frame[8..]
 }
 
@@ -294,23 +274,12 @@ fn cross_check() {
 
     // FLOW
     let mut a = BytesMut::new();
-    write_frame(
-        &mut a,
-        FRAME_TYPE_AMQP,
-        CHANNEL,
-        &sl::Performative::Flow(sl_flow()),
-        &[],
-    );
+    write_frame(&mut a, FRAME_TYPE_AMQP, CHANNEL, &sl::Performative::Flow(sl_flow()), &[]);
     let mut b = BytesMut::new();
     fe_write_frame(&mut b, &fe_flow(), &[]);
-    assert_eq!(
-        serde_amqp::from_slice::<fp::Flow>(body_of(&a)).unwrap(),
-        fe_flow()
-    );
+    assert_eq!(serde_amqp::from_slice::<fp::Flow>(body_of(&a)).unwrap(), fe_flow());
     let sl_from_fe = sl_decode_performative(body_of(&b));
-    let sl::Performative::Flow(f) = &sl_from_fe else {
-        panic!("not a flow")
-    };
+    let sl::Performative::Flow(f) = &sl_from_fe else { panic!("not a flow") };
     assert_eq!(f.next_incoming_id, Some(1_000));
     assert_eq!(f.link_credit, Some(500));
     assert!(!f.drain());
@@ -318,50 +287,22 @@ fn cross_check() {
 
     // DISPOSITION
     let mut a = BytesMut::new();
-    write_frame(
-        &mut a,
-        FRAME_TYPE_AMQP,
-        CHANNEL,
-        &sl::Performative::Disposition(sl_disposition()),
-        &[],
-    );
+    write_frame(&mut a, FRAME_TYPE_AMQP, CHANNEL, &sl::Performative::Disposition(sl_disposition()), &[]);
     let mut b = BytesMut::new();
     fe_write_frame(&mut b, &fe_disposition(), &[]);
-    assert_eq!(
-        serde_amqp::from_slice::<fp::Disposition>(body_of(&a)).unwrap(),
-        fe_disposition()
-    );
-    let sl::Performative::Disposition(d) = sl_decode_performative(body_of(&b)) else {
-        panic!("not a disposition")
-    };
-    assert_eq!(
-        (d.role, d.first, d.last(), d.settled()),
-        (sl::Role::Receiver, 70_000, 70_063, true)
-    );
+    assert_eq!(serde_amqp::from_slice::<fp::Disposition>(body_of(&a)).unwrap(), fe_disposition());
+    let sl::Performative::Disposition(d) = sl_decode_performative(body_of(&b)) else { panic!("not a disposition") };
+    assert_eq!((d.role, d.first, d.last(), d.settled()), (sl::Role::Receiver, 70_000, 70_063, true));
     assert_eq!(d.state, Some(sl::DeliveryState::Accepted));
-    eprintln!(
-        "DISPOSITION frame: sluice {} B, fe2o3 {} B",
-        a.len(),
-        b.len()
-    );
+    eprintln!("DISPOSITION frame: sluice {} B, fe2o3 {} B", a.len(), b.len());
 
     // TRANSFER
     let (mut a, mut sa) = (BytesMut::new(), BytesMut::new());
-    sl_encode_transfer(
-        &mut a,
-        &mut sa,
-        &sl::Performative::Transfer(sl_transfer()),
-        &sl_message(),
-    );
+    sl_encode_transfer(&mut a, &mut sa, &sl::Performative::Transfer(sl_transfer()), &sl_message());
     let (mut b, mut sb) = (BytesMut::new(), BytesMut::new());
     fe_encode_transfer(&mut b, &mut sb, &fe_transfer(), &fe_message());
     assert_eq!(sa, sb, "the two message encodings differ");
-    eprintln!(
-        "TRANSFER frame: sluice {} B, fe2o3 {} B (message {} B)",
-        a.len(),
-        b.len(),
-        sa.len()
-    );
+    eprintln!("TRANSFER frame: sluice {} B, fe2o3 {} B (message {} B)", a.len(), b.len(), sa.len());
     // sluice decodes the fe2o3 frame, fe2o3 decodes the sluice frame.
     let (p, m) = sl_decode_transfer(&raw_frame(Bytes::copy_from_slice(body_of(&b))));
     assert_eq!(p, sl::Performative::Transfer(sl_transfer()));
@@ -371,10 +312,7 @@ fn cross_check() {
     let (t, m) = fe_decode_transfer(a_body, at);
     assert_eq!((t, m), (fe_transfer(), fe_message()));
     let (p, m) = fe_decode_transfer_ioreader(a_body);
-    assert_eq!(
-        (p, m),
-        (fp::Performative::Transfer(fe_transfer()), fe_message())
-    );
+    assert_eq!((p, m), (fp::Performative::Transfer(fe_transfer()), fe_message()));
 }
 
 // ---------------------------------------------------------------------------
@@ -427,9 +365,7 @@ fn flow(c: &mut Criterion) {
     write_frame(&mut frame, FRAME_TYPE_AMQP, CHANNEL, &sl_perf, &[]);
     let body = frame.freeze().slice(8..);
     let mut g = group(c, "flow_decode");
-    g.bench_function("sluice", |bch| {
-        bch.iter(|| consume(sl_decode_performative(black_box(&body))))
-    });
+    g.bench_function("sluice", |bch| bch.iter(|| consume(sl_decode_performative(black_box(&body)))));
     g.bench_function("fe2o3", |bch| {
         bch.iter(|| consume(serde_amqp::from_slice::<fp::Flow>(black_box(&body)).unwrap()))
     });
@@ -463,9 +399,7 @@ fn disposition(c: &mut Criterion) {
     write_frame(&mut frame, FRAME_TYPE_AMQP, CHANNEL, &sl_perf, &[]);
     let body = frame.freeze().slice(8..);
     let mut g = group(c, "disposition_decode");
-    g.bench_function("sluice", |bch| {
-        bch.iter(|| consume(sl_decode_performative(black_box(&body))))
-    });
+    g.bench_function("sluice", |bch| bch.iter(|| consume(sl_decode_performative(black_box(&body)))));
     g.bench_function("fe2o3", |bch| {
         bch.iter(|| consume(serde_amqp::from_slice::<fp::Disposition>(black_box(&body)).unwrap()))
     });
@@ -484,12 +418,7 @@ fn transfer(c: &mut Criterion) {
         let mut scratch = BytesMut::with_capacity(4096);
         bch.iter(|| {
             out.clear();
-            sl_encode_transfer(
-                &mut out,
-                &mut scratch,
-                black_box(&sl_perf),
-                black_box(&sl_msg),
-            );
+            sl_encode_transfer(&mut out, &mut scratch, black_box(&sl_perf), black_box(&sl_msg));
             black_box(&out);
         })
     });
@@ -498,12 +427,7 @@ fn transfer(c: &mut Criterion) {
         let mut scratch = BytesMut::with_capacity(4096);
         bch.iter(|| {
             out.clear();
-            fe_encode_transfer(
-                &mut out,
-                &mut scratch,
-                black_box(&fe_perf),
-                black_box(&fe_msg),
-            );
+            fe_encode_transfer(&mut out, &mut scratch, black_box(&fe_perf), black_box(&fe_msg));
             black_box(&out);
         })
     });
@@ -517,15 +441,9 @@ fn transfer(c: &mut Criterion) {
     let payload_at = body.len() - scratch.len();
     let raw = raw_frame(body.clone());
     let mut g = group(c, "transfer_decode");
-    g.bench_function("sluice", |bch| {
-        bch.iter(|| consume(sl_decode_transfer(black_box(&raw))))
-    });
-    g.bench_function("fe2o3", |bch| {
-        bch.iter(|| consume(fe_decode_transfer(black_box(&body), black_box(payload_at))))
-    });
-    g.bench_function("fe2o3_ioreader", |bch| {
-        bch.iter(|| consume(fe_decode_transfer_ioreader(black_box(&body))))
-    });
+    g.bench_function("sluice", |bch| bch.iter(|| consume(sl_decode_transfer(black_box(&raw)))));
+    g.bench_function("fe2o3", |bch| bch.iter(|| consume(fe_decode_transfer(black_box(&body), black_box(payload_at)))));
+    g.bench_function("fe2o3_ioreader", |bch| bch.iter(|| consume(fe_decode_transfer_ioreader(black_box(&body)))));
     g.finish();
 
     let mut g = group(c, "transfer_roundtrip");
@@ -534,12 +452,7 @@ fn transfer(c: &mut Criterion) {
         let mut scratch = BytesMut::with_capacity(4096);
         bch.iter(|| {
             out.clear();
-            sl_encode_transfer(
-                &mut out,
-                &mut scratch,
-                black_box(&sl_perf),
-                black_box(&sl_msg),
-            );
+            sl_encode_transfer(&mut out, &mut scratch, black_box(&sl_perf), black_box(&sl_msg));
             // The written frame becomes a `Bytes` without copying; its memory is
             // reclaimed by `out` on the next iteration once the frame is dropped.
             let raw = raw_frame(out.split().freeze().slice(8..));
@@ -551,12 +464,7 @@ fn transfer(c: &mut Criterion) {
         let mut scratch = BytesMut::with_capacity(4096);
         bch.iter(|| {
             out.clear();
-            fe_encode_transfer(
-                &mut out,
-                &mut scratch,
-                black_box(&fe_perf),
-                black_box(&fe_msg),
-            );
+            fe_encode_transfer(&mut out, &mut scratch, black_box(&fe_perf), black_box(&fe_msg));
             let body = black_box(&out[8..]);
             let payload_at = body.len() - scratch.len();
             consume(fe_decode_transfer(body, payload_at))
