@@ -39,16 +39,16 @@ pub fn with_annotation(payload: &Bytes, key: &str, value: Value) -> Bytes {
     ma.retain(|(k, _)| k.as_str() != Some(key));
     ma.push((Value::symbol(key), value));
     let mut out = BytesMut::with_capacity(payload.len() + 48);
-    for s in [&raw.header, &raw.delivery_annotations].into_iter().flatten() {
+    for s in [raw.header_section(), raw.delivery_annotations_section()].into_iter().flatten() {
         out.extend_from_slice(s);
     }
     sluice_proto::codec::put_descriptor(&mut out, 0x72);
     Value::Map(ma).encode(&mut out);
-    for s in [&raw.properties, &raw.application_properties].into_iter().flatten() {
+    for s in [raw.properties_section(), raw.application_properties_section()].into_iter().flatten() {
         out.extend_from_slice(s);
     }
-    out.extend_from_slice(&raw.body);
-    if let Some(f) = &raw.footer {
+    out.extend_from_slice(raw.body_bytes());
+    if let Some(f) = raw.footer_section() {
         out.extend_from_slice(f);
     }
     out.freeze()
@@ -57,13 +57,10 @@ pub fn with_annotation(payload: &Bytes, key: &str, value: Value) -> Bytes {
 /// Rebuild a message with new properties and extra application-properties.
 pub fn rebuild(raw: &RawMessage, properties: &Properties, extra_app: &[(&str, Value)], keep_body: bool) -> Bytes {
     let mut out = BytesMut::with_capacity(raw.encoded_len() + 64);
-    if let Some(h) = &raw.header {
-        out.extend_from_slice(h);
-    }
-    if let Some(s) = &raw.delivery_annotations {
-        out.extend_from_slice(s);
-    }
-    if let Some(s) = &raw.message_annotations {
+    for s in [raw.header_section(), raw.delivery_annotations_section(), raw.message_annotations_section()]
+        .into_iter()
+        .flatten()
+    {
         out.extend_from_slice(s);
     }
     properties.encode(&mut out);
@@ -82,9 +79,9 @@ pub fn rebuild(raw: &RawMessage, properties: &Properties, extra_app: &[(&str, Va
         sluice_proto::codec::end_map(&mut out, at, app.len() as u32);
     }
     if keep_body {
-        out.extend_from_slice(&raw.body);
+        out.extend_from_slice(raw.body_bytes());
     }
-    if let Some(f) = &raw.footer {
+    if let Some(f) = raw.footer_section() {
         out.extend_from_slice(f);
     }
     out.freeze()

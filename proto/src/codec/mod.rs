@@ -260,6 +260,7 @@ impl<'a> Decoder<'a> {
     }
 
     /// Read the header of a list with format `code` and return (count, a decoder over its elements).
+    #[inline]
     pub fn list_header(&mut self, code: u8) -> DecodeResult<(u32, Decoder<'a>)> {
         match code {
             format::LIST0 => {
@@ -657,6 +658,7 @@ macro_rules! described_list {
             pub const SYMBOL: &'static str = $symbol;
 
             /// Decode the list body after the descriptor has been read.
+            #[inline]
             #[allow(unused_mut, unused_variables)]
             pub fn decode_list<'a>(d: &mut $crate::codec::Decoder<'a>) -> $crate::codec::DecodeResult<Self> {
                 let code = d.byte()?;

@@ -419,12 +419,12 @@ where
 
 #[test]
 fn open_vector() {
-    check_performative(OPEN, open_value(), Performative::Open);
+    check_performative(OPEN, open_value(), |o| Performative::Open(Box::new(o)));
     // The smallest open: container-id only.
     check_performative(
         "00 53 10 c0 0b 01 a1 08 73 6c 75 69 63 65 2d 31",
         Open { container_id: "sluice-1".into(), ..Default::default() },
-        Performative::Open,
+        |o| Performative::Open(Box::new(o)),
     );
 }
 
@@ -437,7 +437,7 @@ fn begin_vector() {
 
 #[test]
 fn attach_vector() {
-    check_performative(&attach_hex(), attach_value(), Performative::Attach);
+    check_performative(&attach_hex(), attach_value(), |a| Performative::Attach(Box::new(a)));
     // A sender attaching to the transaction coordinator.
     let wire = [
         "00 53 12 ",
@@ -465,7 +465,7 @@ fn attach_vector() {
             initial_delivery_count: Some(0),
             ..Default::default()
         },
-        Performative::Attach,
+        |a| Performative::Attach(Box::new(a)),
     );
 }
 
@@ -798,14 +798,14 @@ fn raw_message_parse_locates_every_section() {
     .join(" "));
     let payload = Bytes::from(wire.clone());
     let m = RawMessage::parse(&payload).unwrap();
-    assert_eq!(m.header.as_deref(), Some(&hex(HEADER)[..]));
-    assert_eq!(m.delivery_annotations.as_deref(), Some(&hex(DELIVERY_ANNOTATIONS)[..]));
-    assert_eq!(m.message_annotations.as_deref(), Some(&hex(MESSAGE_ANNOTATIONS)[..]));
-    assert_eq!(m.properties.as_deref(), Some(&hex(PROPERTIES)[..]));
-    assert_eq!(m.application_properties.as_deref(), Some(&hex(APPLICATION_PROPERTIES)[..]));
-    assert_eq!(&m.body[..], &hex(&format!("{DATA} {DATA2}"))[..]);
+    assert_eq!(m.header_section(), Some(&hex(HEADER)[..]));
+    assert_eq!(m.delivery_annotations_section(), Some(&hex(DELIVERY_ANNOTATIONS)[..]));
+    assert_eq!(m.message_annotations_section(), Some(&hex(MESSAGE_ANNOTATIONS)[..]));
+    assert_eq!(m.properties_section(), Some(&hex(PROPERTIES)[..]));
+    assert_eq!(m.application_properties_section(), Some(&hex(APPLICATION_PROPERTIES)[..]));
+    assert_eq!(m.body_bytes(), &hex(&format!("{DATA} {DATA2}"))[..]);
     assert_eq!(m.body_kind, BodyKind::Data);
-    assert_eq!(m.footer.as_deref(), Some(&hex(FOOTER)[..]));
+    assert_eq!(m.footer_section(), Some(&hex(FOOTER)[..]));
     assert_eq!(m.encoded_len(), wire.len());
 
     assert_eq!(m.header().unwrap(), Some(header_value()));
@@ -819,7 +819,7 @@ fn raw_message_parse_locates_every_section() {
 
     // Sections are slices of the payload, not copies.
     let base = payload.as_ptr() as usize;
-    let h = m.header.as_ref().unwrap().as_ptr() as usize;
+    let h = m.header_section().unwrap().as_ptr() as usize;
     assert!(h >= base && h < base + payload.len());
 
     // Re-assembling with the same header reproduces the message.
@@ -841,10 +841,10 @@ fn raw_message_body_kinds_and_symbolic_section_descriptors() {
     assert_eq!(m.body_kind, BodyKind::AmqpSequence);
     assert_eq!(m.data().unwrap(), None);
     let m = parse(&format!("{AMQP_SEQUENCE} {AMQP_SEQUENCE}")).unwrap();
-    assert_eq!(m.body.len(), 2 * hex(AMQP_SEQUENCE).len());
+    assert_eq!(m.body_bytes().len(), 2 * hex(AMQP_SEQUENCE).len());
     let m = parse(AMQP_VALUE).unwrap();
     assert_eq!(m.body_kind, BodyKind::AmqpValue);
-    assert_eq!(&m.body[..], &hex(AMQP_VALUE)[..]);
+    assert_eq!(m.body_bytes(), &hex(AMQP_VALUE)[..]);
     let m = parse("").unwrap();
     assert_eq!(m, RawMessage::default());
     assert_eq!(m.body_kind, BodyKind::Empty);
@@ -927,7 +927,7 @@ fn performatives_with_symbolic_descriptors_decode() {
     // "amqp:open:list"
     decodes(
         "00 a3 0e 61 6d 71 70 3a 6f 70 65 6e 3a 6c 69 73 74 c0 0b 01 a1 08 73 6c 75 69 63 65 2d 31",
-        &Performative::Open(Open { container_id: "sluice-1".into(), ..Default::default() }),
+        &Performative::Open(Box::new(Open { container_id: "sluice-1".into(), ..Default::default() })),
     );
     // "amqp:transfer:list" whose state is "amqp:accepted:list".
     decodes(
@@ -963,12 +963,12 @@ fn performatives_with_symbolic_descriptors_decode() {
             "00 a3 10 61 6d 71 70 3a 73 6f 75 72 63 65 3a 6c 69 73 74 45 ",
             "00 a3 10 61 6d 71 70 3a 74 61 72 67 65 74 3a 6c 69 73 74 45",
         ),
-        &Performative::Attach(Attach {
+        &Performative::Attach(Box::new(Attach {
             name: "l".into(),
             source: Some(Source::default()),
             target: Some(AttachTarget::Target(Target::default())),
             ..Default::default()
-        }),
+        })),
     );
     decodes(
         "00 a3 15 61 6d 71 70 3a 63 6f 6f 72 64 69 6e 61 74 6f 72 3a 6c 69 73 74 45",

@@ -681,7 +681,7 @@ impl Connection {
         let f = frame.decode_amqp()?;
         match self.phase {
             Phase::Open => match f.performative {
-                Performative::Open(open) => self.on_open(open),
+                Performative::Open(open) => self.on_open(*open),
                 _ => Err(ProtocolError::IllegalState("first frame must be open")),
             },
             Phase::Opened => self.on_performative(frame.channel, f.performative, f.payload),
@@ -798,7 +798,7 @@ impl Connection {
             properties: c.properties.clone(),
             ..Default::default()
         };
-        self.out.frame(FRAME_TYPE_AMQP, 0, &Performative::Open(open), &[]);
+        self.out.frame(FRAME_TYPE_AMQP, 0, &Performative::Open(Box::new(open)), &[]);
         self.open_sent = true;
     }
 
@@ -829,7 +829,7 @@ impl Connection {
                     return Ok(());
                 }
                 match other {
-                    Performative::Attach(a) => self.on_attach(local, a),
+                    Performative::Attach(a) => self.on_attach(local, *a),
                     Performative::Flow(f) => self.on_flow(local, f),
                     Performative::Transfer(t) => self.on_transfer(local, t, payload),
                     Performative::Disposition(d) => self.on_disposition(local, d),
@@ -1366,7 +1366,7 @@ impl Connection {
         if let Some(s) = self.session_mut(ch) {
             s.local_handles[handle as usize] = Some(id);
         }
-        self.write(ch, &Performative::Attach(attach), &[]);
+        self.write(ch, &Performative::Attach(Box::new(attach)), &[]);
         Ok(id)
     }
 
@@ -1422,7 +1422,7 @@ impl Connection {
         if let Some(m) = reply.max_message_size.filter(|m| *m > 0) {
             l.max_message_size = l.max_message_size.min(m);
         }
-        self.write(ch, &Performative::Attach(reply), &[]);
+        self.write(ch, &Performative::Attach(Box::new(reply)), &[]);
         Ok(())
     }
 

@@ -138,7 +138,7 @@ fn raw(ch: u16, p: Performative, payload: &[u8]) -> Vec<u8> {
 fn raw_server(config: Config) -> Connection {
     let mut s = Connection::new(config, 0);
     let mut input = AMQP_HEADER.to_vec();
-    input.extend(raw(0, Performative::Open(Open { container_id: "raw".into(), ..Default::default() }), &[]));
+    input.extend(raw(0, Performative::Open(Box::new(Open { container_id: "raw".into(), ..Default::default() })), &[]));
     input.extend(raw(
         0,
         Performative::Begin(Begin {
@@ -156,14 +156,14 @@ fn raw_server(config: Config) -> Connection {
 }
 
 fn raw_attach(handle: u32, role: Role) -> Performative {
-    Performative::Attach(Attach {
+    Performative::Attach(Box::new(Attach {
         name: format!("l{handle}"),
         handle,
         role,
         initial_delivery_count: Some(0),
         target: Some(AttachTarget::Target(Target { address: Some("queues/x".into()), ..Default::default() })),
         ..Default::default()
-    })
+    }))
 }
 
 fn raw_transfer(handle: u32, id: Option<u32>, more: bool) -> Performative {
@@ -230,7 +230,7 @@ fn plain_amqp_header_without_sasl() {
 fn pipelined_handshake_in_one_write() {
     // Header, OPEN, BEGIN and ATTACH all arrive before the server wrote anything.
     let mut input = AMQP_HEADER.to_vec();
-    input.extend(raw(0, Performative::Open(Open { container_id: "p".into(), ..Default::default() }), &[]));
+    input.extend(raw(0, Performative::Open(Box::new(Open { container_id: "p".into(), ..Default::default() })), &[]));
     input.extend(raw(
         0,
         Performative::Begin(Begin {
@@ -275,7 +275,7 @@ fn frame_before_open_and_second_open_close_the_connection() {
     }
 
     let mut s = raw_server(Config::server("s"));
-    s.handle_input(&raw(0, Performative::Open(Open { container_id: "again".into(), ..Default::default() }), &[]), 0);
+    s.handle_input(&raw(0, Performative::Open(Box::new(Open { container_id: "again".into(), ..Default::default() })), &[]), 0);
     assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:not-allowed".into())));
     assert!(s.is_closed());
 }
@@ -286,7 +286,7 @@ fn max_frame_size_below_512_is_refused() {
     let mut input = AMQP_HEADER.to_vec();
     input.extend(raw(
         0,
-        Performative::Open(Open { container_id: "x".into(), max_frame_size: Some(511), ..Default::default() }),
+        Performative::Open(Box::new(Open { container_id: "x".into(), max_frame_size: Some(511), ..Default::default() })),
         &[],
     ));
     s.handle_input(&input, 0);
@@ -455,11 +455,11 @@ fn continuation_with_another_delivery_id_and_aborted_transfers() {
 fn settled_flag_must_match_the_settle_mode() {
     let mut s = raw_server(Config::server("s"));
     let mut a = match raw_attach(0, Role::Sender) {
-        Performative::Attach(a) => a,
+        Performative::Attach(a) => *a,
         _ => unreachable!(),
     };
     a.snd_settle_mode = Some(SenderSettleMode::Settled);
-    s.handle_input(&raw(0, Performative::Attach(a), &[]), 0);
+    s.handle_input(&raw(0, Performative::Attach(Box::new(a)), &[]), 0);
     let link = match drain(&mut s).remove(0) {
         Event::AttachRequested { link, .. } => link,
         other => panic!("{other:?}"),

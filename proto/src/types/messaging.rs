@@ -93,108 +93,145 @@ pub enum BodyKind {
     AmqpValue,
 }
 
-/// A bare message in its encoded form: each section is a slice of the payload
+/// A bare message in its encoded form: one `Bytes` and the offsets of its sections
 /// (constructor and descriptor included), found by walking the section boundaries.
+/// Nothing is copied and only one reference to the buffer is held.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RawMessage {
-    /// header section.
-    pub header: Option<Bytes>,
-    /// delivery-annotations section.
-    pub delivery_annotations: Option<Bytes>,
-    /// message-annotations section.
-    pub message_annotations: Option<Bytes>,
-    /// properties section.
-    pub properties: Option<Bytes>,
-    /// application-properties section.
-    pub application_properties: Option<Bytes>,
-    /// All body sections, contiguous.
-    pub body: Bytes,
+    payload: Bytes,
+    /// (start, end) of header, delivery-annotations, message-annotations, properties,
+    /// application-properties, body (all body sections), footer; start == end: absent.
+    sections: [(u32, u32); 7],
     /// What the body sections are.
     pub body_kind: BodyKind,
-    /// footer section.
-    pub footer: Option<Bytes>,
 }
+
+const HEADER_AT: usize = 0;
+const DA_AT: usize = 1;
+const MA_AT: usize = 2;
+const PROPS_AT: usize = 3;
+const APP_AT: usize = 4;
+const BODY_AT: usize = 5;
+const FOOTER_AT: usize = 6;
 
 impl RawMessage {
     /// Locate the sections of `payload`, checking their order and that none repeats
     /// (other than the body sections that may repeat). Costs one pass over the
     /// section headers; section contents are skipped by their sizes.
     pub fn parse(payload: &Bytes) -> DecodeResult<RawMessage> {
-        let mut m = RawMessage::default();
+        if payload.len() > u32::MAX as usize {
+            return Err(DecodeError::InvalidLength("message larger than 4 GiB"));
+        }
+        let mut m = RawMessage { payload: payload.clone(), sections: [(0, 0); 7], body_kind: BodyKind::Empty };
         let mut d = Decoder::new(payload);
         let mut last_rank = 0u8;
-        let mut body_start = None;
-        let mut body_end = 0;
         while !d.is_empty() {
-            let start = d.position();
+            let start = d.position() as u32;
             let c = d.byte()?;
             if c != format::DESCRIBED {
                 return Err(DecodeError::Invalid("message section is not a described value"));
             }
             let code = d.descriptor_code(SECTION_NAMES)?;
             d.skip_value()?;
-            let end = d.position();
-            let slice = payload.slice(start..end);
-            let rank = match code {
-                section::HEADER => 1,
-                section::DELIVERY_ANNOTATIONS => 2,
-                section::MESSAGE_ANNOTATIONS => 3,
-                section::PROPERTIES => 4,
-                section::APPLICATION_PROPERTIES => 5,
-                section::DATA | section::AMQP_SEQUENCE | section::AMQP_VALUE => 6,
-                section::FOOTER => 7,
+            let end = d.position() as u32;
+            let (rank, at) = match code {
+                section::HEADER => (1, HEADER_AT),
+                section::DELIVERY_ANNOTATIONS => (2, DA_AT),
+                section::MESSAGE_ANNOTATIONS => (3, MA_AT),
+                section::PROPERTIES => (4, PROPS_AT),
+                section::APPLICATION_PROPERTIES => (5, APP_AT),
+                section::DATA | section::AMQP_SEQUENCE | section::AMQP_VALUE => (6, BODY_AT),
+                section::FOOTER => (7, FOOTER_AT),
                 _ => return Err(DecodeError::UnknownDescriptor),
             };
             if rank < last_rank || (rank == last_rank && rank != 6) {
                 return Err(DecodeError::Invalid("message sections out of order or repeated"));
             }
             last_rank = rank;
-            match code {
-                section::HEADER => m.header = Some(slice),
-                section::DELIVERY_ANNOTATIONS => m.delivery_annotations = Some(slice),
-                section::MESSAGE_ANNOTATIONS => m.message_annotations = Some(slice),
-                section::PROPERTIES => m.properties = Some(slice),
-                section::APPLICATION_PROPERTIES => m.application_properties = Some(slice),
-                section::FOOTER => m.footer = Some(slice),
-                _ => {
-                    let kind = match code {
-                        section::DATA => BodyKind::Data,
-                        section::AMQP_SEQUENCE => BodyKind::AmqpSequence,
-                        _ => BodyKind::AmqpValue,
-                    };
-                    if m.body_kind != BodyKind::Empty && (m.body_kind != kind || kind == BodyKind::AmqpValue) {
-                        return Err(DecodeError::Invalid("mixed or repeated body sections"));
-                    }
-                    m.body_kind = kind;
-                    body_start.get_or_insert(start);
-                    body_end = end;
+            if at == BODY_AT {
+                let kind = match code {
+                    section::DATA => BodyKind::Data,
+                    section::AMQP_SEQUENCE => BodyKind::AmqpSequence,
+                    _ => BodyKind::AmqpValue,
+                };
+                if m.body_kind != BodyKind::Empty && (m.body_kind != kind || kind == BodyKind::AmqpValue) {
+                    return Err(DecodeError::Invalid("mixed or repeated body sections"));
                 }
+                if m.body_kind == BodyKind::Empty {
+                    m.sections[BODY_AT].0 = start;
+                }
+                m.body_kind = kind;
+                m.sections[BODY_AT].1 = end;
+            } else {
+                m.sections[at] = (start, end);
             }
-        }
-        if let Some(s) = body_start {
-            m.body = payload.slice(s..body_end);
         }
         Ok(m)
     }
 
+    fn section(&self, at: usize) -> Option<&[u8]> {
+        let (s, e) = self.sections[at];
+        (e > s).then(|| self.payload.get(s as usize..e as usize)).flatten()
+    }
+
+    /// The whole message as it came.
+    pub fn payload(&self) -> &Bytes {
+        &self.payload
+    }
+
+    /// The encoded header section.
+    pub fn header_section(&self) -> Option<&[u8]> {
+        self.section(HEADER_AT)
+    }
+
+    /// The encoded delivery-annotations section.
+    pub fn delivery_annotations_section(&self) -> Option<&[u8]> {
+        self.section(DA_AT)
+    }
+
+    /// The encoded message-annotations section.
+    pub fn message_annotations_section(&self) -> Option<&[u8]> {
+        self.section(MA_AT)
+    }
+
+    /// The encoded properties section.
+    pub fn properties_section(&self) -> Option<&[u8]> {
+        self.section(PROPS_AT)
+    }
+
+    /// The encoded application-properties section.
+    pub fn application_properties_section(&self) -> Option<&[u8]> {
+        self.section(APP_AT)
+    }
+
+    /// All body sections, contiguous and encoded (empty when there is no body).
+    pub fn body_bytes(&self) -> &[u8] {
+        self.section(BODY_AT).unwrap_or(&[])
+    }
+
+    /// The encoded footer section.
+    pub fn footer_section(&self) -> Option<&[u8]> {
+        self.section(FOOTER_AT)
+    }
+
     /// The decoded header section.
     pub fn header(&self) -> DecodeResult<Option<Header>> {
-        self.header.as_deref().map(Header::decode_exact).transpose()
+        self.header_section().map(Header::decode_exact).transpose()
     }
 
     /// The decoded properties section.
     pub fn properties(&self) -> DecodeResult<Option<Properties>> {
-        self.properties.as_deref().map(Properties::decode_exact).transpose()
+        self.properties_section().map(Properties::decode_exact).transpose()
     }
 
     /// The decoded application-properties map (string keys).
     pub fn application_properties(&self) -> DecodeResult<Option<Vec<(String, Value)>>> {
-        self.application_properties.as_deref().map(decode_annotation_like_map).transpose()
+        self.application_properties_section().map(decode_annotation_like_map).transpose()
     }
 
     /// The decoded message-annotations map.
     pub fn message_annotations(&self) -> DecodeResult<Option<Vec<(Value, Value)>>> {
-        match self.message_annotations.as_deref() {
+        match self.message_annotations_section() {
             None => Ok(None),
             Some(raw) => match Value::decode_exact(raw)? {
                 Value::Described(d) => match d.value {
@@ -212,7 +249,7 @@ impl RawMessage {
             return Ok(None);
         }
         let mut out = Vec::new();
-        let mut d = Decoder::new(&self.body);
+        let mut d = Decoder::new(self.body_bytes());
         while !d.is_empty() {
             d.byte()?;
             d.descriptor_code(SECTION_NAMES)?;
@@ -229,33 +266,17 @@ impl RawMessage {
     /// Every other section is copied as it came.
     pub fn encode_with_header(&self, header: &Header, out: &mut BytesMut) {
         header.encode(out);
-        for s in [&self.delivery_annotations, &self.message_annotations, &self.properties, &self.application_properties]
-            .into_iter()
-            .flatten()
-        {
-            out.put_slice(s);
-        }
-        out.put_slice(&self.body);
-        if let Some(f) = &self.footer {
-            out.put_slice(f);
-        }
+        // Everything after the header is contiguous in the payload.
+        let rest = match self.sections[HEADER_AT] {
+            (s, e) if e > s => &self.payload[e as usize..],
+            _ => &self.payload[..],
+        };
+        out.put_slice(rest);
     }
 
     /// Total encoded size of the message.
     pub fn encoded_len(&self) -> usize {
-        [
-            &self.header,
-            &self.delivery_annotations,
-            &self.message_annotations,
-            &self.properties,
-            &self.application_properties,
-            &self.footer,
-        ]
-        .into_iter()
-        .flatten()
-        .map(Bytes::len)
-        .sum::<usize>()
-            + self.body.len()
+        self.payload.len()
     }
 }
 

@@ -257,12 +257,12 @@ described_list! {
 /// Any performative of the AMQP frame type (2.7).
 #[derive(Debug, Clone, PartialEq)]
 #[allow(missing_docs)]
-// OPEN and ATTACH are large, but rare; boxing them would cost an allocation each.
-#[allow(clippy::large_enum_variant)]
 pub enum Performative {
-    Open(Open),
+    /// Boxed: OPEN is large and rare, and the hot performatives should not pay for its size.
+    Open(Box<Open>),
     Begin(Begin),
-    Attach(Attach),
+    /// Boxed, like OPEN.
+    Attach(Box<Attach>),
     Flow(Flow),
     Transfer(Transfer),
     Disposition(Disposition),
@@ -301,25 +301,34 @@ impl Performative {
 }
 
 impl<'a> Decode<'a> for Performative {
+    #[inline]
     fn decode_with(d: &mut Decoder<'a>, code: u8) -> DecodeResult<Self> {
         if code != format::DESCRIBED {
             return Err(DecodeError::UnexpectedType { expected: "performative", found: code });
         }
         d.enter()?;
-        let r = (|| {
-            Ok(match d.descriptor_code(PERFORMATIVE_NAMES)? {
-                Open::CODE => Performative::Open(Open::decode_list(d)?),
-                Begin::CODE => Performative::Begin(Begin::decode_list(d)?),
-                Attach::CODE => Performative::Attach(Attach::decode_list(d)?),
-                Flow::CODE => Performative::Flow(Flow::decode_list(d)?),
-                Transfer::CODE => Performative::Transfer(Transfer::decode_list(d)?),
-                Disposition::CODE => Performative::Disposition(Disposition::decode_list(d)?),
-                Detach::CODE => Performative::Detach(Detach::decode_list(d)?),
-                End::CODE => Performative::End(End::decode_list(d)?),
-                Close::CODE => Performative::Close(Close::decode_list(d)?),
-                _ => return Err(DecodeError::UnknownDescriptor),
-            })
-        })();
+        let r = match d.descriptor_code(PERFORMATIVE_NAMES)? {
+            // The hot three: one-pass decoders first, the general ones when they decline.
+            Flow::CODE => match super::fast::flow(d) {
+                Some(f) => Ok(Performative::Flow(f)),
+                None => Flow::decode_list(d).map(Performative::Flow),
+            },
+            Transfer::CODE => match super::fast::transfer(d) {
+                Some(t) => Ok(Performative::Transfer(t)),
+                None => Transfer::decode_list(d).map(Performative::Transfer),
+            },
+            Disposition::CODE => match super::fast::disposition(d) {
+                Some(x) => Ok(Performative::Disposition(x)),
+                None => Disposition::decode_list(d).map(Performative::Disposition),
+            },
+            Open::CODE => Open::decode_list(d).map(|o| Performative::Open(Box::new(o))),
+            Begin::CODE => Begin::decode_list(d).map(Performative::Begin),
+            Attach::CODE => Attach::decode_list(d).map(|a| Performative::Attach(Box::new(a))),
+            Detach::CODE => Detach::decode_list(d).map(Performative::Detach),
+            End::CODE => End::decode_list(d).map(Performative::End),
+            Close::CODE => Close::decode_list(d).map(Performative::Close),
+            _ => Err(DecodeError::UnknownDescriptor),
+        };
         d.leave();
         r
     }
@@ -410,9 +419,22 @@ impl DeliveryState {
 }
 
 impl<'a> Decode<'a> for DeliveryState {
+    #[inline]
     fn decode_with(d: &mut Decoder<'a>, code: u8) -> DecodeResult<Self> {
         if code != format::DESCRIBED {
             return Err(DecodeError::UnexpectedType { expected: "delivery-state", found: code });
+        }
+        // The common outcomes in their canonical form: 00 53 24 45 / 00 53 26 45.
+        match d.rest() {
+            [0x53, 0x24, 0x45, ..] => {
+                d.take(3)?;
+                return Ok(DeliveryState::Accepted);
+            }
+            [0x53, 0x26, 0x45, ..] => {
+                d.take(3)?;
+                return Ok(DeliveryState::Released);
+            }
+            _ => {}
         }
         let start = d.clone();
         d.enter()?;
@@ -537,15 +559,12 @@ impl<'a> Decode<'a> for AttachTarget {
             return Err(DecodeError::UnexpectedType { expected: "target", found: code });
         }
         d.enter()?;
-        let r = (|| {
-            Ok(
-                match d.descriptor_code(&[(Target::SYMBOL, Target::CODE), (Coordinator::SYMBOL, Coordinator::CODE)])? {
-                    Target::CODE => AttachTarget::Target(Target::decode_list(d)?),
-                    Coordinator::CODE => AttachTarget::Coordinator(Coordinator::decode_list(d)?),
-                    _ => return Err(DecodeError::UnknownDescriptor),
-                },
-            )
-        })();
+        let names = [(Target::SYMBOL, Target::CODE), (Coordinator::SYMBOL, Coordinator::CODE)];
+        let r = match d.descriptor_code(&names)? {
+            Target::CODE => Target::decode_list(d).map(AttachTarget::Target),
+            Coordinator::CODE => Coordinator::decode_list(d).map(AttachTarget::Coordinator),
+            _ => Err(DecodeError::UnknownDescriptor),
+        };
         d.leave();
         r
     }
