@@ -8,6 +8,10 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 step() { printf '\n==> %s\n' "$*"; }
 
+step "promtool (Debian's prometheus package) for the deploy/prometheus checks"
+command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y -qq --no-install-recommends prometheus >/dev/null)
+
 step "toolchain checks: rustfmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
