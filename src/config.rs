@@ -98,6 +98,12 @@ pub struct Settings {
     /// `SLUICE_METRICS_CHANNEL_CAP` (default 100): channels with their own label set on
     /// /metrics; the rest are summed under channel="_other".
     pub metrics_channel_cap: u32,
+    /// `SLUICE_EVENTS_STORE_RETENTION_SECONDS` (default 604800 = 7 days, 0 = no
+    /// limit): events-store events older than this are dropped.
+    pub events_store_retention_seconds: u64,
+    /// `SLUICE_EVENTS_STORE_RETENTION_BYTES` (default 1073741824, 0 = no limit): per
+    /// events-store channel, the oldest events are dropped beyond this size.
+    pub events_store_retention_bytes: u64,
 }
 
 impl Default for Settings {
@@ -121,7 +127,7 @@ impl Default for Settings {
             admin_addr: "0.0.0.0:8080".to_owned(),
             shards: default_shards(),
             data_dir: PathBuf::from("./data"),
-            durability: Durability::Memory,
+            durability: Durability::Fsync,
             handshake_timeout_seconds: 10,
             log_format: LogFormat::Human,
             events_store_stall: StallPolicy::Detach,
@@ -131,6 +137,8 @@ impl Default for Settings {
             ack_deadline_seconds: 0,
             max_receive_count: 0,
             metrics_channel_cap: 100,
+            events_store_retention_seconds: 604_800,
+            events_store_retention_bytes: 1 << 30,
         }
     }
 }
@@ -202,7 +210,9 @@ impl fmt::Display for Settings {
         writeln!(f, "events_buffer = {}", self.events_buffer)?;
         writeln!(f, "ack_deadline_seconds = {}", self.ack_deadline_seconds)?;
         writeln!(f, "max_receive_count = {}", self.max_receive_count)?;
-        writeln!(f, "metrics_channel_cap = {}", self.metrics_channel_cap)
+        writeln!(f, "metrics_channel_cap = {}", self.metrics_channel_cap)?;
+        writeln!(f, "events_store_retention_seconds = {}", self.events_store_retention_seconds)?;
+        writeln!(f, "events_store_retention_bytes = {}", self.events_store_retention_bytes)
     }
 }
 
@@ -470,7 +480,7 @@ line and sluice exits with status 2.
 /// The environment variable that names the TOML file.
 const CONFIG_ENV: &str = "SLUICE_CONFIG";
 
-const KEY_COUNT: usize = 28;
+const KEY_COUNT: usize = 30;
 
 /// One configurable setting; the order is the order of [`Settings`] and of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -503,6 +513,8 @@ enum Key {
     AckDeadlineSeconds,
     MaxReceiveCount,
     MetricsChannelCap,
+    EventsStoreRetentionSeconds,
+    EventsStoreRetentionBytes,
 }
 
 /// What the help text says about a setting; the name is also the TOML key.
@@ -544,6 +556,8 @@ impl Key {
         Key::AckDeadlineSeconds,
         Key::MaxReceiveCount,
         Key::MetricsChannelCap,
+        Key::EventsStoreRetentionSeconds,
+        Key::EventsStoreRetentionBytes,
     ];
 
     fn env(self) -> &'static str {
@@ -576,6 +590,8 @@ impl Key {
             Key::AckDeadlineSeconds => "SLUICE_ACK_DEADLINE_SECONDS",
             Key::MaxReceiveCount => "SLUICE_MAX_RECEIVE_COUNT",
             Key::MetricsChannelCap => "SLUICE_METRICS_CHANNEL_CAP",
+            Key::EventsStoreRetentionSeconds => "SLUICE_EVENTS_STORE_RETENTION_SECONDS",
+            Key::EventsStoreRetentionBytes => "SLUICE_EVENTS_STORE_RETENTION_BYTES",
         }
     }
 
@@ -614,6 +630,7 @@ impl Key {
             Key::EventsBuffer => (0, 1 << 20),
             Key::AckDeadlineSeconds => (0, 7 * 24 * 3600),
             Key::MetricsChannelCap => (0, 100_000),
+            Key::EventsStoreRetentionSeconds | Key::EventsStoreRetentionBytes => (0, i128::from(i64::MAX)),
             Key::EventsStoreStall
             | Key::Enable
             | Key::DefaultPattern
@@ -734,7 +751,7 @@ impl Key {
             Key::Durability => (
                 "durability",
                 "mode",
-                "memory",
+                "fsync",
                 "memory | fsync",
                 "How queues and events-store keep messages: in RAM, or on disk with fsync.",
             ),
@@ -794,6 +811,20 @@ impl Key {
                 "100",
                 "0..=100000",
                 "Channels with their own label set on /metrics; the rest as channel=\"_other\".",
+            ),
+            Key::EventsStoreRetentionSeconds => (
+                "events_store_retention_seconds",
+                "seconds",
+                "604800",
+                "0..=9223372036854775807 (0 = no limit)",
+                "Events-store events older than this are dropped.",
+            ),
+            Key::EventsStoreRetentionBytes => (
+                "events_store_retention_bytes",
+                "bytes",
+                "1073741824",
+                "0..=9223372036854775807 (0 = no limit)",
+                "Per events-store channel: oldest events dropped beyond this size.",
             ),
         };
         Spec { name, placeholder, default, valid, about }
@@ -1038,6 +1069,8 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::AckDeadlineSeconds => s.ack_deadline_seconds = r.int(key, true)?,
             Key::MaxReceiveCount => s.max_receive_count = r.int(key, true)?,
             Key::MetricsChannelCap => s.metrics_channel_cap = r.int(key, true)?,
+            Key::EventsStoreRetentionSeconds => s.events_store_retention_seconds = r.int(key, true)?,
+            Key::EventsStoreRetentionBytes => s.events_store_retention_bytes = r.int(key, true)?,
         }
     }
     if amqp && s.port == 0 && s.tls_port == 0 {
@@ -1157,7 +1190,7 @@ mod tests {
             (Key::AdminAddr, "[::1]:9090", |s| s.admin_addr = "[::1]:9090".to_owned()),
             (Key::Shards, "256", |s| s.shards = 256),
             (Key::DataDir, "/var/lib/sluice dir", |s| s.data_dir = PathBuf::from("/var/lib/sluice dir")),
-            (Key::Durability, "fsync", |s| s.durability = Durability::Fsync),
+            (Key::Durability, "memory", |s| s.durability = Durability::Memory),
             (Key::HandshakeTimeoutSeconds, "1", |s| s.handshake_timeout_seconds = 1),
             (Key::LogFormat, "json", |s| s.log_format = LogFormat::Json),
             (Key::EventsStoreStall, "hold", |s| s.events_store_stall = StallPolicy::Hold),
@@ -1167,6 +1200,8 @@ mod tests {
             (Key::AckDeadlineSeconds, "30", |s| s.ack_deadline_seconds = 30),
             (Key::MaxReceiveCount, "5", |s| s.max_receive_count = 5),
             (Key::MetricsChannelCap, "3", |s| s.metrics_channel_cap = 3),
+            (Key::EventsStoreRetentionSeconds, "60", |s| s.events_store_retention_seconds = 60),
+            (Key::EventsStoreRetentionBytes, "4096", |s| s.events_store_retention_bytes = 4096),
         ]
     }
 
@@ -1199,7 +1234,7 @@ mod tests {
         assert_eq!(s.shards, default_shards());
         assert!((1..=256).contains(&s.shards));
         assert_eq!(s.data_dir, PathBuf::from("./data"));
-        assert_eq!(s.durability, Durability::Memory);
+        assert_eq!(s.durability, Durability::Fsync);
         assert_eq!(s.handshake_timeout_seconds, 10);
         assert_eq!(s.log_format, LogFormat::Human);
     }

@@ -8,3 +8,4 @@ pub mod broker;
 pub mod config;
 pub mod net;
 pub mod shard;
+pub mod store;

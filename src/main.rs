@@ -9,6 +9,26 @@ use std::time::Duration;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == "store") {
+        // `sluice store verify|repair [flags]`: the store's offline tools.
+        let repair = match args.get(1).map(String::as_str) {
+            Some("verify") => false,
+            Some("repair") => true,
+            _ => {
+                eprintln!("sluice: usage: sluice store verify|repair [--data-dir DIR] [--shards N]");
+                std::process::exit(2);
+            }
+        };
+        let settings = match config::parse(&args[2..], &|k| std::env::var(k).ok()) {
+            Ok(Command::Run(s)) => s,
+            Ok(_) => Settings::default(),
+            Err(e) => {
+                eprintln!("sluice: {e}");
+                std::process::exit(2);
+            }
+        };
+        std::process::exit(sluice::store::startup::command(&settings, repair));
+    }
     let command = match config::parse(&args, &|k| std::env::var(k).ok()) {
         Ok(c) => c,
         Err(e) => {
@@ -57,7 +77,15 @@ fn run(settings: Settings) -> std::io::Result<()> {
         connections: AtomicUsize::new(0),
         shutting_down: AtomicBool::new(false),
         ready: AtomicUsize::new(0),
+        recovered: std::sync::Mutex::new(Vec::new()),
+        store_ok: (0..shards).map(|_| Arc::new(AtomicBool::new(true))).collect(),
     });
+    if global.settings.durability == config::Durability::Fsync && global.settings.enable {
+        let recovered = sluice::store::startup::recover_all(&global.settings)?;
+        if let Ok(mut r) = global.recovered.lock() {
+            *r = recovered.into_iter().map(Some).collect();
+        }
+    }
     let _admin = admin::start(global.clone())?;
     install_signals(global.clone())?;
     tracing::info!(

@@ -39,6 +39,7 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                 let snaps = collect(&global);
                 publish(&snaps);
                 publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
+                publish_store(&snaps, &global);
                 (200, "text/plain; version=0.0.4", handle.render())
             }
             (tiny_http::Method::Get, "/api/amqp10/connections") => {
@@ -182,4 +183,32 @@ fn channel_families(pattern: &'static str, channel: String, v: [f64; 9]) {
     counter!("sluice_channel_delivered_messages_total", &labels).absolute(v[6] as u64);
     counter!("sluice_channel_dead_lettered_total", &labels).absolute(v[7] as u64);
     counter!("sluice_channel_ack_deadline_expired_total", &labels).absolute(v[8] as u64);
+}
+
+/// The durable store: sizes, fsync latency (a Prometheus histogram built from the
+/// shards' bucket counts), group-commit batch sizes, errors.
+fn publish_store(snaps: &[ShardSnapshot], global: &Global) {
+    for log in ["queues", "events"] {
+        let stats: Vec<_> = snaps.iter().flat_map(|s| s.store.iter()).filter(|(n, _, on)| *n == log && *on).collect();
+        let sum = |f: &dyn Fn(&crate::store::JournalStats) -> u64| stats.iter().map(|(_, s, _)| f(s)).sum::<u64>();
+        let l = [("log", log)];
+        gauge!("sluice_store_bytes", &l).set(sum(&|s| s.segment_bytes) as f64);
+        gauge!("sluice_store_segments", &l).set(sum(&|s| s.segments) as f64);
+        counter!("sluice_store_written_bytes_total", &l).absolute(sum(&|s| s.bytes_written));
+        counter!("sluice_store_commits_total", &l).absolute(sum(&|s| s.commits));
+        counter!("sluice_store_commit_records_total", &l).absolute(sum(&|s| s.commit_records));
+        counter!("sluice_store_errors_total", &l).absolute(sum(&|s| s.errors));
+        let mut cumulative = 0u64;
+        for (i, bound) in crate::store::FSYNC_BUCKETS.iter().enumerate() {
+            cumulative += sum(&|s| s.fsync_buckets[i]);
+            let le = format!("{bound}");
+            counter!("sluice_store_fsync_seconds_bucket", "log" => log, "le" => le).absolute(cumulative);
+        }
+        cumulative += sum(&|s| s.fsync_buckets[crate::store::FSYNC_BUCKETS.len()]);
+        counter!("sluice_store_fsync_seconds_bucket", "log" => log, "le" => "+Inf").absolute(cumulative);
+        counter!("sluice_store_fsync_seconds_count", &l).absolute(sum(&|s| s.fsyncs));
+        gauge!("sluice_store_fsync_seconds_sum", &l).set(stats.iter().map(|(_, s, _)| s.fsync_seconds).sum::<f64>());
+    }
+    let healthy = global.store_ok.iter().all(|ok| ok.load(std::sync::atomic::Ordering::Relaxed));
+    gauge!("sluice_store_healthy").set(if healthy { 1.0 } else { 0.0 });
 }

@@ -7,9 +7,13 @@ use super::message::SelectorView;
 use super::selector::Selector;
 use super::{Msg, Outcome, ShardMsg, StartPos, StoreRing, SubRef, SubSpec};
 use crate::config::Pattern;
+use crate::store::recovery::RecoveredShard;
+use crate::store::Journal;
 use crossbeam_queue::ArrayQueue;
 use sluice_proto::codec::Value;
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet, VecDeque};
+use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -60,11 +64,24 @@ pub struct ChannelStats {
     pub deadline_expired: u64,
 }
 
+/// How long and how much an events-store channel keeps (the default: no limit).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Retention {
+    /// Events older than this are dropped (ms; 0: no limit).
+    pub max_age_ms: u64,
+    /// Oldest events are dropped beyond this many bytes per channel (0: no limit).
+    pub max_bytes: u64,
+}
+
 /// Every channel homed on this shard.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Home {
     /// Deliveries of a queue message before it is dead-lettered (0: never).
     pub max_receive_count: u32,
+    /// Events-store retention.
+    pub retention: Retention,
+    queues_journal: Rc<RefCell<Journal>>,
+    events_journal: Rc<RefCell<Journal>>,
     queues: HashMap<ChannelKey, QueueChan>,
     events: HashMap<ChannelKey, EventsChan>,
     stores: HashMap<ChannelKey, StoreChan>,
@@ -105,10 +122,87 @@ impl Credit {
     }
 }
 
+impl Default for Home {
+    fn default() -> Self {
+        Home::new(
+            0,
+            Retention::default(),
+            Rc::new(RefCell::new(Journal::disabled(crate::store::LogKind::Queues))),
+            Rc::new(RefCell::new(Journal::disabled(crate::store::LogKind::Events))),
+        )
+    }
+}
+
 impl Home {
-    /// A home whose queues dead-letter after `max_receive_count` deliveries (0: never).
-    pub fn new(max_receive_count: u32) -> Self {
-        Home { max_receive_count, ..Home::default() }
+    /// A home whose queues dead-letter after `max_receive_count` deliveries (0: never),
+    /// writing to the given journals.
+    pub fn new(
+        max_receive_count: u32,
+        retention: Retention,
+        queues_journal: Rc<RefCell<Journal>>,
+        events_journal: Rc<RefCell<Journal>>,
+    ) -> Self {
+        Home {
+            max_receive_count,
+            retention,
+            queues_journal,
+            events_journal,
+            queues: HashMap::new(),
+            events: HashMap::new(),
+            stores: HashMap::new(),
+            rpcs: HashMap::new(),
+            stats: HomeStats::default(),
+        }
+    }
+
+    /// Rebuild the channels found by recovery.
+    pub fn restore(&mut self, rec: RecoveredShard) {
+        for (key, msgs) in rec.queues {
+            let q = self.queue(&key);
+            for (_, m) in msgs {
+                q.ready.push_back(QItem {
+                    msg: Msg { payload: m.payload, received_ms: m.ts },
+                    receive_count: m.receive_count,
+                    id: m.id,
+                    seg: m.seg,
+                });
+            }
+        }
+        for (key, max) in rec.queue_ids {
+            let q = self.queue(&key);
+            q.next_id = q.next_id.max(max + 1);
+        }
+        for (key, evs) in rec.events {
+            let s = self.store(&key);
+            for (seq, e) in evs {
+                s.bytes += e.payload.len() as u64;
+                s.log.push_back(StoredEvent {
+                    seq,
+                    ts_ms: e.ts,
+                    msg: Msg { payload: e.payload, received_ms: e.ts },
+                    seg: e.seg,
+                });
+                s.next_seq = s.next_seq.max(seq + 1);
+            }
+        }
+        for (key, next) in &rec.seq_marks {
+            let s = self.store(key);
+            s.next_seq = s.next_seq.max(*next);
+        }
+        for ((key, id), next) in &rec.cursors {
+            self.store(key).cursors.insert(id.clone(), *next);
+        }
+        self.events_journal.borrow_mut().restore_marks(rec.cursors, rec.seq_marks);
+    }
+
+    fn queue(&mut self, key: &ChannelKey) -> &mut QueueChan {
+        let j = &self.queues_journal;
+        self.queues.entry(key.clone()).or_insert_with(|| QueueChan::new(key.clone(), j.clone()))
+    }
+
+    fn store(&mut self, key: &ChannelKey) -> &mut StoreChan {
+        let j = &self.events_journal;
+        self.stores.entry(key.clone()).or_insert_with(|| StoreChan::new(key.clone(), j.clone()))
     }
 
     /// Handle one home-bound message; messages to send are appended to `out`.
@@ -116,25 +210,31 @@ impl Home {
         match msg {
             ShardMsg::Publish { key, msg, ack } => {
                 let bytes = msg.payload.len() as u64;
+                // Queues and events-store answer `accepted` once the record is on
+                // disk (group commit); events at once.
+                let done = ack.map(|ack| ShardMsg::PublishDone { ack, result: Ok(()) });
                 match key.pattern {
-                    Pattern::Queues => self.queues.entry(key.clone()).or_default().publish(msg, now_ms, out),
+                    Pattern::Queues => self.queue(&key).publish(msg, now_ms, done, out),
                     Pattern::Events => {
                         let stats = &mut self.stats;
-                        self.events.entry(key.clone()).or_default().publish(msg, stats, out)
+                        self.events.entry(key.clone()).or_default().publish(msg, stats, out);
+                        out.extend(done);
                     }
-                    Pattern::EventsStore => self.stores.entry(key.clone()).or_default().publish(msg, out),
+                    Pattern::EventsStore => {
+                        let retention = self.retention;
+                        let s = self.store(&key);
+                        s.publish(msg, done, out);
+                        s.trim(now_ms, retention);
+                    }
                     // RPC channels receive RpcRequest, never Publish.
-                    Pattern::Commands | Pattern::Queries => {}
+                    Pattern::Commands | Pattern::Queries => out.extend(done),
                 }
                 self.count_publish(&key, bytes);
-                if let Some(ack) = ack {
-                    out.push(ShardMsg::PublishDone { ack, result: Ok(()) });
-                }
             }
             ShardMsg::Subscribe { key, sub, spec } => match key.pattern {
-                Pattern::Queues => self.queues.entry(key).or_default().subscribe(sub, &spec, now_ms, out),
+                Pattern::Queues => self.queue(&key).subscribe(sub, &spec, now_ms, out),
                 Pattern::Events => self.events.entry(key).or_default().subscribe(sub, *spec, out),
-                Pattern::EventsStore => self.stores.entry(key).or_default().subscribe(sub, *spec, now_ms, out),
+                Pattern::EventsStore => self.store(&key).subscribe(sub, *spec, now_ms, out),
                 Pattern::Commands | Pattern::Queries => {
                     self.rpcs.entry(key).or_default().subscribe(sub, &spec, now_ms, out)
                 }
@@ -246,13 +346,28 @@ impl Home {
         }
     }
 
-    /// Timers: queue deliveries past their ack deadline go back to the queue.
+    /// Timers: queue deliveries past their ack deadline go back to the queue;
+    /// events-store retention; the oldest pinned queue segment is compacted.
     pub fn tick(&mut self, now_ms: u64, out: &mut Vec<ShardMsg>) {
         let max = self.max_receive_count;
         for (key, q) in self.queues.iter_mut() {
             if q.next_deadline != 0 && q.next_deadline <= now_ms {
                 q.expire(key, now_ms, max, out);
                 q.dispatch(now_ms, out);
+            }
+        }
+        let retention = self.retention;
+        for s in self.stores.values_mut() {
+            s.trim(now_ms, retention);
+        }
+        // A few old messages must not pin every later segment: re-append the live
+        // messages of the oldest segment so that it can be deleted.
+        let pinned = self.queues_journal.borrow().oldest_pinned();
+        if let Some((seg, live)) = pinned {
+            if live <= 10_000 {
+                for q in self.queues.values_mut() {
+                    q.relocate(seg);
+                }
             }
         }
     }
@@ -322,6 +437,10 @@ impl Home {
 struct QItem {
     msg: Msg,
     receive_count: u32,
+    /// Per-channel id, in publish order.
+    id: u64,
+    /// Segment holding its publish record.
+    seg: u64,
 }
 
 #[derive(Debug)]
@@ -370,8 +489,11 @@ impl Consumer {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct QueueChan {
+    key: ChannelKey,
+    journal: Rc<RefCell<Journal>>,
+    next_id: u64,
     ready: VecDeque<QItem>,
     unacked: HashMap<u64, Unacked>,
     consumers: Vec<Consumer>,
@@ -383,9 +505,46 @@ struct QueueChan {
 }
 
 impl QueueChan {
-    fn publish(&mut self, msg: Msg, now_ms: u64, out: &mut Vec<ShardMsg>) {
-        self.ready.push_back(QItem { msg, receive_count: 0 });
+    fn new(key: ChannelKey, journal: Rc<RefCell<Journal>>) -> Self {
+        QueueChan {
+            key,
+            journal,
+            next_id: 1,
+            ready: VecDeque::new(),
+            unacked: HashMap::new(),
+            consumers: Vec::new(),
+            rr: 0,
+            next_token: 0,
+            next_deadline: 0,
+            counters: Counters::default(),
+        }
+    }
+
+    fn publish(&mut self, msg: Msg, now_ms: u64, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
+        let id = self.next_id;
+        self.next_id += 1;
+        let mut j = self.journal.borrow_mut();
+        let seg = j.queue_publish(&self.key, id, msg.received_ms, &msg.payload);
+        if let Some(done) = done {
+            j.after_commit(done, out);
+        }
+        drop(j);
+        self.ready.push_back(QItem { msg, receive_count: 0, id, seg });
         self.dispatch(now_ms, out);
+    }
+
+    /// Re-append the live messages whose publish record is in segment `seg`.
+    fn relocate(&mut self, seg: u64) {
+        let mut j = self.journal.borrow_mut();
+        let items = self.ready.iter_mut().chain(self.unacked.values_mut().map(|u| &mut u.item));
+        for item in items.filter(|i| i.seg == seg) {
+            let new = j.queue_publish(&self.key, item.id, item.msg.received_ms, &item.msg.payload);
+            if item.receive_count > 0 {
+                j.queue_delivered(&self.key, item.id, item.receive_count);
+            }
+            j.unref(seg);
+            item.seg = new;
+        }
     }
 
     fn consumer(&mut self, sub: SubRef) -> Option<&mut Consumer> {
@@ -427,6 +586,15 @@ impl QueueChan {
                     }
                     let Some(mut item) = self.ready.pop_front() else { break };
                     item.receive_count += 1;
+                    {
+                        let mut j = self.journal.borrow_mut();
+                        if c.presettled {
+                            // Pre-settled: delivered is done.
+                            j.queue_ack(&self.key, item.id, item.seg);
+                        } else {
+                            j.queue_delivered(&self.key, item.id, item.receive_count);
+                        }
+                    }
                     let token = self.next_token;
                     self.next_token += 1;
                     c.credit.take();
@@ -480,6 +648,7 @@ impl QueueChan {
         if max_receive_count > 0 && item.receive_count >= max_receive_count {
             self.counters.dead_lettered += 1;
             let dlq = ChannelKey::new(Pattern::Queues, &format!("{}.dlq", key.name));
+            self.journal.borrow_mut().queue_ack(&self.key, item.id, item.seg);
             out.push(ShardMsg::Publish { key: dlq, msg: item.msg, ack: None });
         } else {
             self.ready.push_back(item);
@@ -501,10 +670,11 @@ impl QueueChan {
         }
         let Some((mut item, _)) = self.take_unacked(token) else { return };
         match outcome {
-            Outcome::Accepted | Outcome::Rejected => {}
+            Outcome::Accepted | Outcome::Rejected => self.journal.borrow_mut().queue_ack(&self.key, item.id, item.seg),
             Outcome::Requeue => self.requeue(key, item, max_receive_count, out),
             Outcome::Undelivered => {
                 item.receive_count = item.receive_count.saturating_sub(1);
+                self.journal.borrow_mut().queue_delivered(&self.key, item.id, item.receive_count);
                 self.ready.push_front(item);
             }
         }
@@ -691,6 +861,8 @@ struct StoredEvent {
     seq: u64,
     ts_ms: u64,
     msg: Msg,
+    /// Segment holding its record.
+    seg: u64,
 }
 
 #[derive(Debug)]
@@ -716,6 +888,10 @@ struct Reader {
 
 #[derive(Debug)]
 struct StoreChan {
+    key: ChannelKey,
+    journal: Rc<RefCell<Journal>>,
+    /// Bytes of the events in the log (for retention).
+    bytes: u64,
     log: VecDeque<StoredEvent>,
     next_seq: u64,
     readers: Vec<Reader>,
@@ -724,9 +900,12 @@ struct StoreChan {
     counters: Counters,
 }
 
-impl Default for StoreChan {
-    fn default() -> Self {
+impl StoreChan {
+    fn new(key: ChannelKey, journal: Rc<RefCell<Journal>>) -> Self {
         StoreChan {
+            key,
+            journal,
+            bytes: 0,
             log: VecDeque::new(),
             next_seq: 1,
             readers: Vec::new(),
@@ -735,20 +914,45 @@ impl Default for StoreChan {
             counters: Counters::default(),
         }
     }
-}
 
-impl StoreChan {
     fn first_seq(&self) -> u64 {
         self.log.front().map_or(self.next_seq, |e| e.seq)
     }
 
-    fn publish(&mut self, msg: Msg, out: &mut Vec<ShardMsg>) {
+    fn publish(&mut self, msg: Msg, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.log.push_back(StoredEvent { seq, ts_ms: msg.received_ms, msg });
+        let mut j = self.journal.borrow_mut();
+        let seg = j.store_publish(&self.key, seq, msg.received_ms, &msg.payload);
+        if let Some(done) = done {
+            j.after_commit(done, out);
+        }
+        drop(j);
+        self.bytes += msg.payload.len() as u64;
+        self.log.push_back(StoredEvent { seq, ts_ms: msg.received_ms, msg, seg });
         for i in 0..self.readers.len() {
             self.feed(i, out);
         }
+    }
+
+    /// Drop the oldest events beyond the retention age or size.
+    fn trim(&mut self, now_ms: u64, r: Retention) {
+        while let Some(front) = self.log.front() {
+            let too_old = r.max_age_ms > 0 && now_ms.saturating_sub(front.ts_ms) > r.max_age_ms;
+            let too_big = r.max_bytes > 0 && self.bytes > r.max_bytes;
+            if !(too_old || too_big) {
+                break;
+            }
+            if let Some(e) = self.log.pop_front() {
+                self.bytes -= e.msg.payload.len() as u64;
+                self.journal.borrow_mut().unref(e.seg);
+            }
+        }
+    }
+
+    fn set_cursor(&mut self, id: &str, next: u64) {
+        self.cursors.insert(id.to_owned(), next);
+        self.journal.borrow_mut().cursor(&self.key, id, next);
     }
 
     fn start_seq(&self, start: StartPos) -> u64 {
@@ -800,7 +1004,7 @@ impl StoreChan {
             None => self.start_seq(spec.start),
         };
         if let Some(id) = &spec.durable {
-            self.cursors.insert(id.clone(), next);
+            self.set_cursor(id, next);
         }
         self.readers.push(Reader {
             members: vec![member],
@@ -867,6 +1071,7 @@ impl StoreChan {
             if let (Some(id), false) = (&r.durable, r.hold) {
                 // Deliver-first: the position is taken as the event enters the window.
                 self.cursors.insert(id.clone(), r.next);
+                self.journal.borrow_mut().cursor(&self.key, id, r.next);
             }
         }
     }
@@ -875,8 +1080,11 @@ impl StoreChan {
     fn consumed(&mut self, sub: SubRef, next_seq: u64) {
         let Some(r) = self.readers.iter().find(|r| r.members.iter().any(|m| m.sub == sub)) else { return };
         if let (Some(id), true) = (&r.durable, r.hold) {
-            let c = self.cursors.entry(id.clone()).or_insert(0);
-            *c = (*c).max(next_seq);
+            let current = self.cursors.get(id).copied().unwrap_or(0);
+            if next_seq > current {
+                let id = id.clone();
+                self.set_cursor(&id, next_seq);
+            }
         }
     }
 
@@ -891,7 +1099,8 @@ impl StoreChan {
         }
         if let Some(id) = r.durable.clone() {
             if !r.hold {
-                self.cursors.insert(id.clone(), r.next);
+                let next = r.next;
+                self.set_cursor(&id, next);
             }
             self.live.remove(&id);
         }

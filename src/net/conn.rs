@@ -1018,11 +1018,18 @@ impl Driver {
         if self.engine.link_credit(link) >= window / 2 {
             return;
         }
-        let home = match self.links.get(&link).map(|c| &c.kind) {
-            Some(LinkKind::Produce { target: ProduceTarget::Channel(k), .. }) => Some(k.home(self.shard.shards)),
-            _ => None,
+        let (home, durable) = match self.links.get(&link).map(|c| &c.kind) {
+            Some(LinkKind::Produce { target: ProduceTarget::Channel(k), .. }) => {
+                (Some(k.home(self.shard.shards)), matches!(k.pattern, Pattern::Queues | Pattern::EventsStore))
+            }
+            _ => (None, false),
         };
-        if home.is_some_and(|h| self.shard.backlogged(h)) {
+        // No credit for durable channels while the store cannot write.
+        let store_down = durable
+            && home.is_some_and(|h| {
+                self.shard.global.store_ok.get(h).is_some_and(|ok| !ok.load(std::sync::atomic::Ordering::Relaxed))
+            });
+        if store_down || home.is_some_and(|h| self.shard.backlogged(h)) {
             if !self.deferred_topups.contains(&link) {
                 self.deferred_topups.push(link);
             }

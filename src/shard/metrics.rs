@@ -151,6 +151,8 @@ pub struct ShardSnapshot {
     pub links: Vec<LinkInfo>,
     /// Channels homed on the shard.
     pub channels: Vec<ChannelStats>,
+    /// Store logs: (log name, counters, enabled).
+    pub store: Vec<(&'static str, crate::store::JournalStats, bool)>,
 }
 
 /// A request from the admin thread, answered on the shard's control tick.
@@ -183,5 +185,13 @@ pub fn snapshot(shard: &Shard) -> ShardSnapshot {
         connections: reg.connections.values().cloned().collect(),
         links: reg.links.values().flatten().cloned().collect(),
         channels: home.channel_stats(),
+        store: shard
+            .journals
+            .iter()
+            .map(|j| {
+                let j = j.borrow();
+                (j.kind().dir(), j.stats.clone(), j.is_enabled())
+            })
+            .collect(),
     }
 }

@@ -36,6 +36,10 @@ pub struct Global {
     pub admin: Vec<Arc<crossbeam_queue::ArrayQueue<AdminRequest>>>,
     /// Shards that finished start-up (listener bound).
     pub ready: AtomicUsize,
+    /// Per shard: its store can write (produce credit towards its channels stops when not).
+    pub store_ok: Vec<std::sync::Arc<AtomicBool>>,
+    /// What recovery found, per shard; each shard takes its own at start-up.
+    pub recovered: std::sync::Mutex<Vec<Option<crate::store::recovery::RecoveredShard>>>,
 }
 
 /// Messages for one connection, and how to wake its driver.
@@ -91,6 +95,8 @@ pub struct Shard {
     pub counters: ShardCounters,
     /// Connection and link details for the admin API, refreshed by each driver.
     pub registry: RefCell<metrics::Registry>,
+    /// The durable store's logs of this shard.
+    pub journals: [Rc<RefCell<crate::store::Journal>>; 2],
 }
 
 impl Shard {
@@ -213,11 +219,35 @@ async fn shard_main(
     let shards = global.settings.shards;
     let (senders, mut receivers) = mesh.join().await.map_err(|_| std::io::Error::other("shard mesh join failed"))?;
     let id = senders.peer_id() as u16;
+    let settings = &global.settings;
+    let recovered = global.recovered.lock().ok().and_then(|mut v| v.get_mut(id as usize).and_then(Option::take));
+    let recovered = recovered.unwrap_or_default();
+    let durable = settings.durability == crate::config::Durability::Fsync;
+    let journal = |kind: crate::store::LogKind, state: &crate::store::recovery::LogState| {
+        Rc::new(RefCell::new(if durable {
+            crate::store::Journal::enabled(kind, state.next_segment, state.live.clone())
+        } else {
+            crate::store::Journal::disabled(kind)
+        }))
+    };
+    let qj = journal(crate::store::LogKind::Queues, &recovered.queue_log);
+    let ej = journal(crate::store::LogKind::Events, &recovered.events_log);
+    let logs = [
+        (crate::store::LogKind::Queues, recovered.queue_log.sizes.clone(), qj.clone()),
+        (crate::store::LogKind::Events, recovered.events_log.sizes.clone(), ej.clone()),
+    ];
+    let retention = crate::broker::home::Retention {
+        max_age_ms: settings.events_store_retention_seconds.saturating_mul(1000),
+        max_bytes: settings.events_store_retention_bytes,
+    };
+    let mut home = Home::new(settings.max_receive_count, retention, qj.clone(), ej.clone());
+    home.restore(recovered);
+    let health = crate::store::Health { healthy: global.store_ok[id as usize].clone() };
     let shard = Rc::new(Shard {
         id,
         shards,
         global: global.clone(),
-        home: RefCell::new(Home::new(global.settings.max_receive_count)),
+        home: RefCell::new(home),
         conns: RefCell::new(HashMap::new()),
         next_conn: Cell::new(1),
         outboxes: (0..shards).map(|_| RefCell::new(VecDeque::new())).collect(),
@@ -226,7 +256,16 @@ async fn shard_main(
         pumping: Cell::new(false),
         counters: ShardCounters::default(),
         registry: RefCell::new(metrics::Registry::default()),
+        journals: [qj, ej],
     });
+    if durable {
+        for (kind, sizes, j) in logs {
+            let dir = crate::store::log_dir(&global.settings.data_dir, id as usize, kind);
+            let writer = crate::store::Writer::new(dir, kind, id, sizes);
+            let s2 = shard.clone();
+            glommio::spawn_local(crate::store::commit_loop(j, writer, move |m| s2.route(m), health.clone())).detach();
+        }
+    }
     let senders = Rc::new(senders);
     let mut tasks = Vec::new();
     for peer in 0..shards {
@@ -267,9 +306,9 @@ async fn shard_main(
     for conn in conns {
         shard.route(ShardMsg::Shutdown { conn });
     }
-    // Give connections time to send CLOSE and flush.
+    // Give connections time to send CLOSE and flush, and the store its last commit.
     for _ in 0..100 {
-        if shard.conns.borrow().is_empty() {
+        if shard.conns.borrow().is_empty() && shard.journals.iter().all(|j| !j.borrow().busy()) {
             break;
         }
         glommio::timer::sleep(Duration::from_millis(20)).await;

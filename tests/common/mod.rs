@@ -16,8 +16,14 @@ fn free_port() -> u16 {
 }
 
 impl Broker {
-    /// Start with 2 shards and the given extra environment.
+    /// Start with 2 shards and the given extra environment (a fresh data directory
+    /// unless SLUICE_DATA_DIR is given).
     pub fn start(env: &[(&str, &str)]) -> Broker {
+        Self::try_start(env).expect("broker did not become ready")
+    }
+
+    /// Start; None if the broker exited or did not become ready.
+    pub fn try_start(env: &[(&str, &str)]) -> Option<Broker> {
         let port = free_port();
         let admin = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
@@ -28,17 +34,28 @@ impl Broker {
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::inherit());
+        if !env.iter().any(|(k, _)| *k == "SLUICE_DATA_DIR") {
+            cmd.env("SLUICE_DATA_DIR", fresh_dir("data"));
+        }
         for (k, v) in env {
             cmd.env(k, v);
         }
         let child = cmd.spawn().expect("spawn sluice");
-        let b = Broker { child, port, admin };
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let mut b = Broker { child, port, admin };
+        let deadline = Instant::now() + Duration::from_secs(20);
         while b.http("/healthz").map(|(s, _)| s) != Some(200) {
-            assert!(Instant::now() < deadline, "broker did not become ready");
+            if Instant::now() > deadline || matches!(b.child.try_wait(), Ok(Some(_))) {
+                return None;
+            }
             std::thread::sleep(Duration::from_millis(20));
         }
-        b
+        Some(b)
+    }
+
+    /// SIGKILL, and wait for the process to be gone.
+    pub fn kill9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub fn addr(&self) -> String {
@@ -87,4 +104,18 @@ impl Drop for Broker {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+/// A new empty directory under the system temp directory.
+pub fn fresh_dir(tag: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let d = std::env::temp_dir().join(format!(
+        "sluice-test-{tag}-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d.to_string_lossy().into_owned()
 }

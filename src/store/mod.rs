@@ -1,0 +1,664 @@
+//! The embedded durable store: per shard, two append-only logs (`queues/` and
+//! `events/`) of segments, each record framed with a CRC32C. Writes go through
+//! glommio DMA files (O_DIRECT over io_uring) on the owning shard; a group commit
+//! writes every record appended since the last one and fdatasyncs once, and only
+//! then are the `accepted` outcomes of unsettled publishes released.
+//!
+//! On-disk format (version 1), all integers big-endian:
+//!
+//! ```text
+//! segment  = header record*  zero-padding
+//! header   = "SLUICE01" version:u16 kind:u8 0:u8 shard:u16 0:u16        (16 bytes)
+//! record   = 0xA5 type:u8 len:u32 crc:u32 body[len]
+//!            crc = CRC32C(type, len, body)
+//! ```
+//!
+//! Segments are named by a 20-digit id and deleted oldest-first once nothing in them
+//! is live, so a record always outlives the records it depends on. Each new segment
+//! starts with a snapshot of the durable cursors and sequence marks, so deleting old
+//! segments never loses them.
+
+pub mod recovery;
+pub mod startup;
+
+use crate::broker::address::ChannelKey;
+use crate::broker::ShardMsg;
+use crate::config::Pattern;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::{Path, PathBuf};
+use std::rc::Rc;
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+/// Format version written in every segment header.
+pub const FORMAT_VERSION: u16 = 1;
+/// Segment header magic.
+pub const MAGIC: &[u8; 8] = b"SLUICE01";
+/// Size of the segment header.
+pub const HEADER_LEN: usize = 16;
+/// First byte of every record.
+pub const RECORD_MARK: u8 = 0xA5;
+/// Bytes before a record's body.
+pub const RECORD_HEAD: usize = 10;
+/// Largest record body accepted when reading (a message is at most 100 MiB by
+/// default; the setting may raise it, this bounds what a corrupt length can ask for).
+pub const MAX_RECORD: usize = 1 << 31;
+/// A segment is closed once it holds this many bytes.
+pub const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
+/// fsync latency histogram bucket bounds, seconds.
+pub const FSYNC_BUCKETS: [f64; 12] = [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1.0];
+
+/// Which log of a shard.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogKind {
+    /// Queue messages, acks and receive counts.
+    Queues = 1,
+    /// Events-store events, durable cursors and sequence marks.
+    Events = 2,
+}
+
+impl LogKind {
+    /// Directory name of the log under the shard directory.
+    pub fn dir(self) -> &'static str {
+        match self {
+            LogKind::Queues => "queues",
+            LogKind::Events => "events",
+        }
+    }
+}
+
+/// Record types.
+pub mod rtype {
+    /// A queue message: key, id, timestamp, payload.
+    pub const QUEUE_PUBLISH: u8 = 1;
+    /// A queue message settled for good (accepted, rejected, dead-lettered).
+    pub const QUEUE_ACK: u8 = 2;
+    /// A queue message's receive count.
+    pub const QUEUE_DELIVERED: u8 = 3;
+    /// An events-store event: key, sequence, timestamp, payload.
+    pub const STORE_PUBLISH: u8 = 4;
+    /// A durable subscription's cursor: key, identity, next sequence.
+    pub const CURSOR: u8 = 5;
+    /// An events-store channel's next sequence number (survives retention).
+    pub const SEQ_MARK: u8 = 6;
+}
+
+/// The directory of one shard's log.
+pub fn log_dir(data_dir: &Path, shard: usize, kind: LogKind) -> PathBuf {
+    data_dir.join(format!("shard-{shard}")).join(kind.dir())
+}
+
+/// Segment file name for an id.
+pub fn segment_name(id: u64) -> String {
+    format!("{id:020}.log")
+}
+
+/// Encode a segment header.
+pub fn header(kind: LogKind, shard: u16) -> [u8; HEADER_LEN] {
+    let mut h = [0u8; HEADER_LEN];
+    h[..8].copy_from_slice(MAGIC);
+    h[8..10].copy_from_slice(&FORMAT_VERSION.to_be_bytes());
+    h[10] = kind as u8;
+    h[12..14].copy_from_slice(&shard.to_be_bytes());
+    h
+}
+
+fn put_key(out: &mut Vec<u8>, key: &ChannelKey) {
+    out.push(pattern_code(key.pattern));
+    let name = key.name.as_bytes();
+    out.extend_from_slice(&(name.len() as u16).to_be_bytes());
+    out.extend_from_slice(name);
+}
+
+/// Pattern as stored.
+pub fn pattern_code(p: Pattern) -> u8 {
+    match p {
+        Pattern::Queues => 1,
+        Pattern::Events => 2,
+        Pattern::EventsStore => 3,
+        Pattern::Commands => 4,
+        Pattern::Queries => 5,
+    }
+}
+
+/// Pattern from its stored code.
+pub fn pattern_from(code: u8) -> Option<Pattern> {
+    Some(match code {
+        1 => Pattern::Queues,
+        2 => Pattern::Events,
+        3 => Pattern::EventsStore,
+        4 => Pattern::Commands,
+        5 => Pattern::Queries,
+        _ => return None,
+    })
+}
+
+/// Append one framed record to `out`.
+pub fn frame_record(out: &mut Vec<u8>, rtype: u8, body: &[&[u8]]) {
+    let len: usize = body.iter().map(|b| b.len()).sum();
+    let at = out.len();
+    out.push(RECORD_MARK);
+    out.push(rtype);
+    out.extend_from_slice(&(len as u32).to_be_bytes());
+    out.extend_from_slice(&[0; 4]);
+    for b in body {
+        out.extend_from_slice(b);
+    }
+    let mut crc = crc32c::crc32c(&out[at + 1..at + 6]);
+    crc = crc32c::crc32c_append(crc, &out[at + RECORD_HEAD..]);
+    out[at + 6..at + 10].copy_from_slice(&crc.to_be_bytes());
+}
+
+/// Counters of one log, read at scrape time.
+#[derive(Debug, Default, Clone)]
+pub struct JournalStats {
+    /// Bytes written to segments (payload of commits, before padding).
+    pub bytes_written: u64,
+    /// fdatasync calls.
+    pub fsyncs: u64,
+    /// fdatasync latency histogram: counts per bucket of [`FSYNC_BUCKETS`] (+Inf last).
+    pub fsync_buckets: [u64; 13],
+    /// Sum of fdatasync seconds.
+    pub fsync_seconds: f64,
+    /// Records per commit: sum, and commits.
+    pub commit_records: u64,
+    /// Commits.
+    pub commits: u64,
+    /// Live segments.
+    pub segments: u64,
+    /// Bytes in live segments.
+    pub segment_bytes: u64,
+    /// Write or sync failures.
+    pub errors: u64,
+}
+
+/// Records waiting for a commit: (segment id, encoded records, record count).
+type Batch = (u64, Vec<u8>, u64);
+
+/// The synchronous half of a log: the home appends records here, the commit task
+/// writes them. Owned by one shard.
+#[derive(Debug)]
+pub struct Journal {
+    kind: LogKind,
+    enabled: bool,
+    /// Pending batches: (segment id, encoded records, record count).
+    batches: VecDeque<Batch>,
+    acks: Vec<ShardMsg>,
+    active: u64,
+    active_bytes: u64,
+    /// Live references per segment (queue messages, events).
+    live: BTreeMap<u64, u64>,
+    /// Latest durable cursors and sequence marks (events log): re-written at the
+    /// start of every segment.
+    cursors: HashMap<(ChannelKey, String), u64>,
+    seq_marks: HashMap<ChannelKey, u64>,
+    dirty: Vec<((ChannelKey, String), u64)>,
+    waker: Option<Waker>,
+    healthy: bool,
+    /// Counters.
+    pub stats: JournalStats,
+}
+
+impl Journal {
+    /// A journal that records nothing (memory durability).
+    pub fn disabled(kind: LogKind) -> Journal {
+        Journal {
+            kind,
+            enabled: false,
+            batches: VecDeque::new(),
+            acks: Vec::new(),
+            active: 0,
+            active_bytes: 0,
+            live: BTreeMap::new(),
+            cursors: HashMap::new(),
+            seq_marks: HashMap::new(),
+            dirty: Vec::new(),
+            waker: None,
+            healthy: true,
+            stats: JournalStats::default(),
+        }
+    }
+
+    /// A journal continuing after recovery: new records go to segment `next_segment`,
+    /// `live` holds the references of the recovered segments.
+    pub fn enabled(kind: LogKind, next_segment: u64, live: BTreeMap<u64, u64>) -> Journal {
+        let mut j = Journal::disabled(kind);
+        j.enabled = true;
+        j.active = next_segment;
+        j.live = live;
+        j.live.entry(next_segment).or_insert(0);
+        j.batches.push_back((next_segment, Vec::new(), 0));
+        j
+    }
+
+    /// Which log this is.
+    pub fn kind(&self) -> LogKind {
+        self.kind
+    }
+
+    /// True when records are written.
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+
+    /// True unless the last write or sync failed.
+    pub fn is_healthy(&self) -> bool {
+        self.healthy
+    }
+
+    fn wake(&mut self) {
+        if let Some(w) = self.waker.take() {
+            w.wake();
+        }
+    }
+
+    fn push(&mut self, rtype: u8, body: &[&[u8]], live: bool) -> u64 {
+        if !self.enabled {
+            return 0;
+        }
+        let Some(batch) = self.batches.back_mut() else { return 0 };
+        let before = batch.1.len();
+        frame_record(&mut batch.1, rtype, body);
+        batch.2 += 1;
+        self.active_bytes += (batch.1.len() - before) as u64;
+        let seg = self.active;
+        if live {
+            *self.live.entry(seg).or_insert(0) += 1;
+        }
+        if self.active_bytes >= SEGMENT_BYTES {
+            self.roll();
+        }
+        self.wake();
+        seg
+    }
+
+    /// Start a new segment: later records go there, after a snapshot of the cursors.
+    fn roll(&mut self) {
+        self.active += 1;
+        self.active_bytes = 0;
+        self.live.entry(self.active).or_insert(0);
+        self.batches.push_back((self.active, Vec::new(), 0));
+        let cursors: Vec<_> = self.cursors.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for ((key, id), next) in cursors {
+            self.write_cursor(&key, &id, next);
+        }
+        let marks: Vec<_> = self.seq_marks.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for (key, next) in marks {
+            self.write_seq_mark(&key, next);
+        }
+    }
+
+    /// A queue message; returns its segment.
+    pub fn queue_publish(&mut self, key: &ChannelKey, id: u64, ts: u64, payload: &[u8]) -> u64 {
+        let mut head = Vec::with_capacity(key.name.len() + 19);
+        put_key(&mut head, key);
+        head.extend_from_slice(&id.to_be_bytes());
+        head.extend_from_slice(&ts.to_be_bytes());
+        self.push(rtype::QUEUE_PUBLISH, &[&head, payload], true)
+    }
+
+    /// A queue message is gone for good; `seg` is where it was published.
+    pub fn queue_ack(&mut self, key: &ChannelKey, id: u64, seg: u64) {
+        if !self.enabled {
+            return;
+        }
+        let mut body = Vec::with_capacity(key.name.len() + 11);
+        put_key(&mut body, key);
+        body.extend_from_slice(&id.to_be_bytes());
+        self.push(rtype::QUEUE_ACK, &[&body], false);
+        self.unref(seg);
+    }
+
+    /// A queue message's receive count.
+    pub fn queue_delivered(&mut self, key: &ChannelKey, id: u64, count: u32) {
+        if !self.enabled {
+            return;
+        }
+        let mut body = Vec::with_capacity(key.name.len() + 15);
+        put_key(&mut body, key);
+        body.extend_from_slice(&id.to_be_bytes());
+        body.extend_from_slice(&count.to_be_bytes());
+        self.push(rtype::QUEUE_DELIVERED, &[&body], false);
+    }
+
+    /// An events-store event; returns its segment.
+    pub fn store_publish(&mut self, key: &ChannelKey, seq: u64, ts: u64, payload: &[u8]) -> u64 {
+        let mut head = Vec::with_capacity(key.name.len() + 19);
+        put_key(&mut head, key);
+        head.extend_from_slice(&seq.to_be_bytes());
+        head.extend_from_slice(&ts.to_be_bytes());
+        let seg = self.push(rtype::STORE_PUBLISH, &[&head, payload], true);
+        if self.enabled {
+            self.seq_marks.insert(key.clone(), seq + 1);
+        }
+        seg
+    }
+
+    /// A durable cursor moved; written (coalesced) with the next commit.
+    pub fn cursor(&mut self, key: &ChannelKey, id: &str, next: u64) {
+        if !self.enabled {
+            return;
+        }
+        let k = (key.clone(), id.to_owned());
+        if self.cursors.get(&k) == Some(&next) {
+            return;
+        }
+        self.cursors.insert(k.clone(), next);
+        self.dirty.push((k, next));
+        self.wake();
+    }
+
+    fn write_cursor(&mut self, key: &ChannelKey, id: &str, next: u64) {
+        let mut body = Vec::with_capacity(key.name.len() + id.len() + 13);
+        put_key(&mut body, key);
+        body.extend_from_slice(&(id.len() as u16).to_be_bytes());
+        body.extend_from_slice(id.as_bytes());
+        body.extend_from_slice(&next.to_be_bytes());
+        self.push(rtype::CURSOR, &[&body], false);
+    }
+
+    fn write_seq_mark(&mut self, key: &ChannelKey, next: u64) {
+        let mut body = Vec::with_capacity(key.name.len() + 11);
+        put_key(&mut body, key);
+        body.extend_from_slice(&next.to_be_bytes());
+        self.push(rtype::SEQ_MARK, &[&body], false);
+    }
+
+    /// Restore the cursor and sequence-mark state found by recovery.
+    pub fn restore_marks(&mut self, cursors: HashMap<(ChannelKey, String), u64>, marks: HashMap<ChannelKey, u64>) {
+        self.cursors = cursors;
+        self.seq_marks = marks;
+        // The new segment starts with them, like every segment.
+        let cursors: Vec<_> = self.cursors.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for ((key, id), next) in cursors {
+            self.write_cursor(&key, &id, next);
+        }
+        let marks: Vec<_> = self.seq_marks.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        for (key, next) in marks {
+            self.write_seq_mark(&key, next);
+        }
+    }
+
+    /// A live record in `seg` is no longer needed.
+    pub fn unref(&mut self, seg: u64) {
+        if let Some(n) = self.live.get_mut(&seg) {
+            *n = n.saturating_sub(1);
+        }
+    }
+
+    /// Release `m` once everything appended so far is on disk (immediately when the
+    /// journal is disabled).
+    pub fn after_commit(&mut self, m: ShardMsg, out: &mut Vec<ShardMsg>) {
+        if self.enabled {
+            self.acks.push(m);
+            self.wake();
+        } else {
+            out.push(m);
+        }
+    }
+
+    /// The oldest segment that still pins the log (queues: its messages could be
+    /// re-appended so that it can go), with its live count.
+    pub fn oldest_pinned(&self) -> Option<(u64, u64)> {
+        let (&seg, &n) = self.live.iter().next()?;
+        (seg < self.active && n > 0 && self.live.len() >= 3).then_some((seg, n))
+    }
+
+    /// True while records or acks wait for a commit.
+    pub fn busy(&self) -> bool {
+        self.has_work()
+    }
+
+    fn has_work(&self) -> bool {
+        !self.acks.is_empty() || !self.dirty.is_empty() || self.batches.iter().any(|b| !b.1.is_empty())
+    }
+
+    /// Take what the next commit writes: (batches, acks).
+    fn take(&mut self) -> (Vec<Batch>, Vec<ShardMsg>) {
+        for (k, next) in std::mem::take(&mut self.dirty) {
+            if self.cursors.get(&k) == Some(&next) {
+                self.write_cursor(&k.0, &k.1, next);
+            }
+        }
+        let mut out: Vec<_> = self.batches.drain(..).collect();
+        // Keep an open batch for the active segment.
+        self.batches.push_back((self.active, Vec::new(), 0));
+        out.retain(|b| !b.1.is_empty() || b.0 == self.active);
+        (out, std::mem::take(&mut self.acks))
+    }
+
+    /// Segments that can be deleted: the oldest ones with nothing live, never the active one.
+    fn reclaimable(&mut self) -> Vec<u64> {
+        let mut v = Vec::new();
+        while let Some((&seg, &n)) = self.live.iter().next() {
+            if seg >= self.active || n > 0 {
+                break;
+            }
+            self.live.remove(&seg);
+            v.push(seg);
+        }
+        v
+    }
+}
+
+/// The writing half of a log: owns the segment files; one task per log per shard.
+pub struct Writer {
+    dir: PathBuf,
+    kind: LogKind,
+    shard: u16,
+    file: Option<glommio::io::DmaFile>,
+    seg: u64,
+    /// Logical end of the data in the active segment.
+    pos: u64,
+    /// The bytes of the last, partial, block (rewritten with the next commit).
+    tail: Vec<u8>,
+    sizes: BTreeMap<u64, u64>,
+}
+
+impl Writer {
+    /// A writer for a log directory (created if missing); existing segments are
+    /// listed with their sizes for the metrics.
+    pub fn new(dir: PathBuf, kind: LogKind, shard: u16, existing: BTreeMap<u64, u64>) -> Writer {
+        Writer { dir, kind, shard, file: None, seg: u64::MAX, pos: 0, tail: Vec::new(), sizes: existing }
+    }
+
+    async fn open_segment(&mut self, seg: u64) -> std::io::Result<()> {
+        if let Some(f) = self.file.take() {
+            let _ = f.close().await;
+        }
+        let path = self.dir.join(segment_name(seg));
+        let file = glommio::io::OpenOptions::new()
+            .create_new(true)
+            .write(true)
+            .read(true)
+            .dma_open(&path)
+            .await
+            .map_err(glommio_err)?;
+        // New segments fsync their directory, so the file itself survives a crash.
+        let dir = glommio::io::Directory::open(&self.dir).await.map_err(glommio_err)?;
+        dir.sync().await.map_err(glommio_err)?;
+        let _ = dir.close().await;
+        self.file = Some(file);
+        self.seg = seg;
+        self.pos = 0;
+        self.tail.clear();
+        self.tail.extend_from_slice(&header(self.kind, self.shard));
+        self.pos = HEADER_LEN as u64;
+        self.sizes.insert(seg, 0);
+        Ok(())
+    }
+
+    /// Write one batch (records of one segment) after the current position.
+    async fn write(&mut self, seg: u64, data: &[u8]) -> std::io::Result<()> {
+        if seg != self.seg || self.file.is_none() {
+            self.open_segment(seg).await?;
+        }
+        let Some(file) = self.file.as_ref() else { return Err(std::io::Error::other("no segment")) };
+        let align = file.alignment();
+        let block_start = self.pos - self.tail.len() as u64;
+        let total = self.tail.len() + data.len();
+        let padded = total.div_ceil(align as usize) * align as usize;
+        let mut buf = file.alloc_dma_buffer(padded.max(align as usize));
+        let bytes = buf.as_bytes_mut();
+        bytes[..self.tail.len()].copy_from_slice(&self.tail);
+        bytes[self.tail.len()..total].copy_from_slice(data);
+        bytes[total..].fill(0);
+        let n = file.write_at(buf, block_start).await.map_err(glommio_err)?;
+        if n < total {
+            return Err(std::io::Error::other("short write"));
+        }
+        self.pos += data.len() as u64;
+        // Keep the bytes of the last partial block for the next commit.
+        let keep = (self.pos % align) as usize;
+        let mut new_tail = Vec::with_capacity(keep);
+        let all_end = self.tail.len() + data.len();
+        if keep > 0 {
+            let mut joined = std::mem::take(&mut self.tail);
+            joined.extend_from_slice(data);
+            new_tail.extend_from_slice(&joined[all_end - keep..]);
+        }
+        self.tail = new_tail;
+        self.sizes.insert(seg, self.pos);
+        Ok(())
+    }
+
+    async fn sync(&mut self) -> std::io::Result<()> {
+        match self.file.as_ref() {
+            Some(f) => f.fdatasync().await.map_err(glommio_err),
+            None => Ok(()),
+        }
+    }
+
+    /// Cut the active segment back to its last good commit and stop using it.
+    async fn abandon(&mut self) {
+        if let Some(f) = self.file.take() {
+            let _ = f.close().await;
+        }
+        let path = self.dir.join(segment_name(self.seg));
+        let cut = std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| {
+            f.set_len(self.pos)?;
+            f.sync_all()
+        });
+        if let Err(e) = cut {
+            tracing::error!(segment = %path.display(), error = %e, "could not cut a failed segment back");
+        }
+    }
+
+    fn remove(&mut self, seg: u64) {
+        if seg == self.seg {
+            return;
+        }
+        self.sizes.remove(&seg);
+        let _ = std::fs::remove_file(self.dir.join(segment_name(seg)));
+    }
+}
+
+/// Store health, readable from every shard (produce credit towards a channel stops
+/// while its home's store cannot write).
+#[derive(Debug, Clone)]
+pub struct Health {
+    /// False after a failed write or sync, until one succeeds.
+    pub healthy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Health {
+    fn set(&self, ok: bool) {
+        self.healthy.store(ok, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
+/// The group-commit loop of one log: whenever records or acks are pending, write
+/// them all, fdatasync once, then release the acks. On failure, reject what was
+/// waiting (never `accepted` for what is not stored) and retry every second.
+pub async fn commit_loop(journal: Rc<RefCell<Journal>>, mut writer: Writer, route: impl Fn(ShardMsg), health: Health) {
+    loop {
+        futures_lite::future::poll_fn(|cx| {
+            let mut j = journal.borrow_mut();
+            if j.has_work() {
+                std::task::Poll::Ready(())
+            } else {
+                j.waker = Some(cx.waker().clone());
+                std::task::Poll::Pending
+            }
+        })
+        .await;
+        let (batches, acks) = journal.borrow_mut().take();
+        let records: u64 = batches.iter().map(|b| b.2).sum();
+        let bytes: u64 = batches.iter().map(|b| b.1.len() as u64).sum();
+        let mut result = Ok(());
+        for (seg, data, _) in &batches {
+            if data.is_empty() && *seg == writer.seg {
+                continue;
+            }
+            if let Err(e) = writer.write(*seg, data).await {
+                result = Err(e);
+                break;
+            }
+        }
+        let started = Instant::now();
+        if result.is_ok() {
+            result = writer.sync().await;
+        }
+        let took = started.elapsed();
+        match result {
+            Ok(()) => {
+                {
+                    let mut j = journal.borrow_mut();
+                    j.healthy = true;
+                    let s = &mut j.stats;
+                    s.commits += 1;
+                    s.commit_records += records;
+                    s.bytes_written += bytes;
+                    s.fsyncs += 1;
+                    s.fsync_seconds += took.as_secs_f64();
+                    let b = FSYNC_BUCKETS.iter().position(|b| took.as_secs_f64() <= *b).unwrap_or(FSYNC_BUCKETS.len());
+                    s.fsync_buckets[b] += 1;
+                }
+                health.set(true);
+                for m in acks {
+                    route(m);
+                }
+                let gone = journal.borrow_mut().reclaimable();
+                for seg in gone {
+                    writer.remove(seg);
+                }
+                let mut j = journal.borrow_mut();
+                j.stats.segments = writer.sizes.len() as u64;
+                j.stats.segment_bytes = writer.sizes.values().sum();
+            }
+            Err(e) => {
+                tracing::error!(log = writer.kind.dir(), error = %e, "store write failed; rejecting unsettled publishes until it recovers");
+                {
+                    let mut j = journal.borrow_mut();
+                    j.healthy = false;
+                    j.stats.errors += 1;
+                }
+                health.set(false);
+                for m in acks {
+                    route(reject(m));
+                }
+                // Whatever reached the file after the last good commit is cut off and
+                // the log continues in a fresh segment, so a torn region never ends
+                // up in the middle of the log.
+                writer.abandon().await;
+                journal.borrow_mut().roll();
+                glommio::timer::sleep(Duration::from_secs(1)).await;
+            }
+        }
+    }
+}
+
+fn reject(m: ShardMsg) -> ShardMsg {
+    match m {
+        ShardMsg::PublishDone { ack, .. } => ShardMsg::PublishDone {
+            ack,
+            result: Err(("amqp:resource-limit-exceeded", "message store unavailable".to_owned())),
+        },
+        other => other,
+    }
+}
+
+fn glommio_err(e: glommio::GlommioError<()>) -> std::io::Error {
+    std::io::Error::other(e.to_string())
+}

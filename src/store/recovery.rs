@@ -1,0 +1,371 @@
+//! Recovery: read a shard's logs at start-up and rebuild what is live.
+//!
+//! A record that fails its checks in the last segment, with nothing valid after it,
+//! is a torn tail (the last commit did not finish: nothing in it was acknowledged):
+//! the segment is cut there. Anything else that fails is corruption in the middle of
+//! the log: recovery refuses, naming the file and the offset, and `sluice store
+//! repair` can cut the log there (losing what follows, which it reports).
+
+use super::{log_dir, pattern_from, rtype, LogKind, HEADER_LEN, MAGIC, MAX_RECORD, RECORD_HEAD, RECORD_MARK};
+use crate::broker::address::ChannelKey;
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// A queue message found in the log.
+#[derive(Debug, Clone)]
+pub struct RecoveredMessage {
+    /// Per-channel id.
+    pub id: u64,
+    /// Receive time (ms since the epoch).
+    pub ts: u64,
+    /// Encoded message.
+    pub payload: Bytes,
+    /// Deliveries so far.
+    pub receive_count: u32,
+    /// Segment of its publish record.
+    pub seg: u64,
+}
+
+/// An events-store event found in the log.
+#[derive(Debug, Clone)]
+pub struct RecoveredEvent {
+    /// Receive time (ms since the epoch).
+    pub ts: u64,
+    /// Encoded message.
+    pub payload: Bytes,
+    /// Segment of its record.
+    pub seg: u64,
+}
+
+/// Where a log continues and what pins its segments.
+#[derive(Debug, Clone, Default)]
+pub struct LogState {
+    /// Id of the segment new records go to.
+    pub next_segment: u64,
+    /// Live references per existing segment.
+    pub live: BTreeMap<u64, u64>,
+    /// Size of each existing segment.
+    pub sizes: BTreeMap<u64, u64>,
+}
+
+/// What one shard's logs hold.
+#[derive(Debug, Default)]
+pub struct RecoveredShard {
+    /// Queue messages per channel, by id (publish order).
+    pub queues: HashMap<ChannelKey, BTreeMap<u64, RecoveredMessage>>,
+    /// Highest queue message id ever seen per channel.
+    pub queue_ids: HashMap<ChannelKey, u64>,
+    /// Events per channel, by sequence number.
+    pub events: HashMap<ChannelKey, BTreeMap<u64, RecoveredEvent>>,
+    /// Durable cursors: (channel, identity) -> next sequence.
+    pub cursors: HashMap<(ChannelKey, String), u64>,
+    /// Next sequence number per events-store channel.
+    pub seq_marks: HashMap<ChannelKey, u64>,
+    /// The queues log.
+    pub queue_log: LogState,
+    /// The events log.
+    pub events_log: LogState,
+    /// Records read.
+    pub records: u64,
+    /// Bytes read.
+    pub bytes: u64,
+    /// Torn tails cut (file, offset, bytes dropped).
+    pub torn: Vec<(PathBuf, u64, u64)>,
+}
+
+/// Why recovery stopped.
+#[derive(Debug)]
+pub enum RecoveryError {
+    /// A record in the middle of the log fails its checks.
+    Corrupt {
+        /// The segment.
+        file: PathBuf,
+        /// Byte offset of the bad record.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The log could not be read.
+    Io {
+        /// The file or directory.
+        file: PathBuf,
+        /// The error.
+        error: std::io::Error,
+    },
+}
+
+impl fmt::Display for RecoveryError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RecoveryError::Corrupt { file, offset, reason } => write!(
+                f,
+                "corrupt record in {} at offset {offset}: {reason}; refusing to start (run `sluice store repair` to cut the log there)",
+                file.display()
+            ),
+            RecoveryError::Io { file, error } => write!(f, "cannot read {}: {error}", file.display()),
+        }
+    }
+}
+
+impl std::error::Error for RecoveryError {}
+
+/// What to do with damage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Start-up: cut torn tails, refuse corruption.
+    Start,
+    /// `store verify`: change nothing, report both.
+    Verify,
+    /// `store repair`: cut torn tails and cut the log at corruption.
+    Repair,
+}
+
+/// Read both logs of shard `shard` under `data_dir`.
+pub fn recover(data_dir: &Path, shard: usize, mode: Mode) -> Result<RecoveredShard, RecoveryError> {
+    let mut r = RecoveredShard::default();
+    for kind in [LogKind::Queues, LogKind::Events] {
+        let dir = log_dir(data_dir, shard, kind);
+        let state = read_log(&dir, kind, mode, &mut r)?;
+        match kind {
+            LogKind::Queues => r.queue_log = state,
+            LogKind::Events => r.events_log = state,
+        }
+    }
+    // What is still live pins its segment.
+    for msgs in r.queues.values() {
+        for m in msgs.values() {
+            *r.queue_log.live.entry(m.seg).or_insert(0) += 1;
+        }
+    }
+    for evs in r.events.values() {
+        for e in evs.values() {
+            *r.events_log.live.entry(e.seg).or_insert(0) += 1;
+        }
+    }
+    Ok(r)
+}
+
+/// Segment ids in a log directory, sorted (the directory is created if missing).
+pub fn segments(dir: &Path) -> Result<Vec<u64>, RecoveryError> {
+    std::fs::create_dir_all(dir).map_err(|error| RecoveryError::Io { file: dir.to_owned(), error })?;
+    let rd = std::fs::read_dir(dir).map_err(|error| RecoveryError::Io { file: dir.to_owned(), error })?;
+    let mut ids = Vec::new();
+    for e in rd.flatten() {
+        let name = e.file_name();
+        let name = name.to_string_lossy();
+        if let Some(id) = name.strip_suffix(".log").and_then(|n| n.parse::<u64>().ok()) {
+            ids.push(id);
+        }
+    }
+    ids.sort_unstable();
+    Ok(ids)
+}
+
+fn read_log(dir: &Path, kind: LogKind, mode: Mode, r: &mut RecoveredShard) -> Result<LogState, RecoveryError> {
+    let ids = segments(dir)?;
+    let mut state = LogState::default();
+    for (i, &id) in ids.iter().enumerate() {
+        let path = dir.join(super::segment_name(id));
+        let last = i + 1 == ids.len();
+        let buf = std::fs::read(&path).map_err(|error| RecoveryError::Io { file: path.clone(), error })?;
+        let end = match scan(&buf, kind, id, r) {
+            Ok(end) => end,
+            Err((offset, reason)) => {
+                let torn = last && !valid_record_after(&buf, offset);
+                match (torn, mode) {
+                    (true, Mode::Verify) => {
+                        r.torn.push((path.clone(), offset as u64, (buf.len() - offset) as u64));
+                        offset
+                    }
+                    (true, _) | (false, Mode::Repair) => {
+                        cut(&path, offset as u64)?;
+                        r.torn.push((path.clone(), offset as u64, (buf.len() - offset) as u64));
+                        if !last && mode == Mode::Repair {
+                            // Everything after a corrupt record is cut away with it.
+                            for &later in &ids[i + 1..] {
+                                let p = dir.join(super::segment_name(later));
+                                let size = std::fs::metadata(&p).map(|m| m.len()).unwrap_or(0);
+                                let _ = std::fs::remove_file(&p);
+                                r.torn.push((p, 0, size));
+                            }
+                            state.sizes.insert(id, offset as u64);
+                            state.next_segment = id + 1;
+                            return Ok(state);
+                        }
+                        offset
+                    }
+                    (false, _) => {
+                        return Err(RecoveryError::Corrupt { file: path, offset: offset as u64, reason });
+                    }
+                }
+            }
+        };
+        r.bytes += end as u64;
+        state.sizes.insert(id, end as u64);
+        state.next_segment = id + 1;
+    }
+    Ok(state)
+}
+
+fn cut(path: &Path, len: u64) -> Result<(), RecoveryError> {
+    let f = std::fs::OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|error| RecoveryError::Io { file: path.to_owned(), error })?;
+    f.set_len(len).and_then(|_| f.sync_all()).map_err(|error| RecoveryError::Io { file: path.to_owned(), error })
+}
+
+/// A valid record header + checksum at `at`: its total length.
+fn record_at(buf: &[u8], at: usize) -> Option<usize> {
+    let h = buf.get(at..at + RECORD_HEAD)?;
+    if h[0] != RECORD_MARK {
+        return None;
+    }
+    let len = u32::from_be_bytes([h[2], h[3], h[4], h[5]]) as usize;
+    if len > MAX_RECORD {
+        return None;
+    }
+    let body = buf.get(at + RECORD_HEAD..at + RECORD_HEAD + len)?;
+    let want = u32::from_be_bytes([h[6], h[7], h[8], h[9]]);
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&h[1..6]), body);
+    (crc == want).then_some(RECORD_HEAD + len)
+}
+
+/// True when a valid record starts anywhere after `offset` (then the damage at
+/// `offset` is not a torn tail but corruption in the middle).
+fn valid_record_after(buf: &[u8], offset: usize) -> bool {
+    let mut p = offset + 1;
+    while let Some(i) = buf.get(p..).and_then(|s| s.iter().position(|b| *b == RECORD_MARK)) {
+        if record_at(buf, p + i).is_some() {
+            return true;
+        }
+        p += i + 1;
+    }
+    false
+}
+
+/// Walk a segment's records; Ok(end of data) or Err((offset, reason)).
+fn scan(buf: &[u8], kind: LogKind, seg: u64, r: &mut RecoveredShard) -> Result<usize, (usize, String)> {
+    if buf.len() < HEADER_LEN || buf.iter().take(HEADER_LEN).all(|b| *b == 0) {
+        return Err((0, "missing segment header".into()));
+    }
+    if &buf[..8] != MAGIC {
+        return Err((0, "not a sluice segment".into()));
+    }
+    let version = u16::from_be_bytes([buf[8], buf[9]]);
+    if version != super::FORMAT_VERSION {
+        return Err((0, format!("unsupported format version {version}")));
+    }
+    if buf[10] != kind as u8 {
+        return Err((0, "segment of another log".into()));
+    }
+    let mut at = HEADER_LEN;
+    loop {
+        if at >= buf.len() || buf[at] == 0 && buf[at..].iter().all(|b| *b == 0) {
+            return Ok(at.min(buf.len()));
+        }
+        let Some(n) = record_at(buf, at) else {
+            return Err((at, "record fails its length or checksum check".into()));
+        };
+        let rtype = buf[at + 1];
+        let body = &buf[at + RECORD_HEAD..at + n];
+        apply(rtype, body, seg, r).map_err(|why| (at, why.to_owned()))?;
+        r.records += 1;
+        at += n;
+    }
+}
+
+struct Body<'a> {
+    b: &'a [u8],
+}
+
+impl<'a> Body<'a> {
+    fn take(&mut self, n: usize) -> Result<&'a [u8], &'static str> {
+        if n > self.b.len() {
+            return Err("record body too short");
+        }
+        let (h, t) = self.b.split_at(n);
+        self.b = t;
+        Ok(h)
+    }
+    fn u16(&mut self) -> Result<u16, &'static str> {
+        let s = self.take(2)?;
+        Ok(u16::from_be_bytes([s[0], s[1]]))
+    }
+    fn u32(&mut self) -> Result<u32, &'static str> {
+        let s = self.take(4)?;
+        Ok(u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    }
+    fn u64(&mut self) -> Result<u64, &'static str> {
+        let s = self.take(8)?;
+        let mut a = [0u8; 8];
+        a.copy_from_slice(s);
+        Ok(u64::from_be_bytes(a))
+    }
+    fn key(&mut self) -> Result<ChannelKey, &'static str> {
+        let p = pattern_from(self.take(1)?[0]).ok_or("unknown pattern")?;
+        let n = self.u16()? as usize;
+        let name = std::str::from_utf8(self.take(n)?).map_err(|_| "channel name is not UTF-8")?;
+        Ok(ChannelKey::new(p, name))
+    }
+}
+
+fn apply(rt: u8, body: &[u8], seg: u64, r: &mut RecoveredShard) -> Result<(), &'static str> {
+    let mut b = Body { b: body };
+    match rt {
+        rtype::QUEUE_PUBLISH => {
+            let key = b.key()?;
+            let id = b.u64()?;
+            let ts = b.u64()?;
+            let payload = Bytes::copy_from_slice(b.b);
+            let max = r.queue_ids.entry(key.clone()).or_insert(0);
+            *max = (*max).max(id);
+            let msgs = r.queues.entry(key).or_default();
+            let receive_count = msgs.get(&id).map_or(0, |m| m.receive_count);
+            msgs.insert(id, RecoveredMessage { id, ts, payload, receive_count, seg });
+        }
+        rtype::QUEUE_ACK => {
+            let key = b.key()?;
+            let id = b.u64()?;
+            let max = r.queue_ids.entry(key.clone()).or_insert(0);
+            *max = (*max).max(id);
+            if let Some(msgs) = r.queues.get_mut(&key) {
+                msgs.remove(&id);
+            }
+        }
+        rtype::QUEUE_DELIVERED => {
+            let key = b.key()?;
+            let id = b.u64()?;
+            let count = b.u32()?;
+            if let Some(m) = r.queues.get_mut(&key).and_then(|q| q.get_mut(&id)) {
+                m.receive_count = m.receive_count.max(count);
+            }
+        }
+        rtype::STORE_PUBLISH => {
+            let key = b.key()?;
+            let seq = b.u64()?;
+            let ts = b.u64()?;
+            let payload = Bytes::copy_from_slice(b.b);
+            let mark = r.seq_marks.entry(key.clone()).or_insert(1);
+            *mark = (*mark).max(seq + 1);
+            r.events.entry(key).or_default().insert(seq, RecoveredEvent { ts, payload, seg });
+        }
+        rtype::CURSOR => {
+            let key = b.key()?;
+            let n = b.u16()? as usize;
+            let id = std::str::from_utf8(b.take(n)?).map_err(|_| "durable id is not UTF-8")?.to_owned();
+            let next = b.u64()?;
+            r.cursors.insert((key, id), next);
+        }
+        rtype::SEQ_MARK => {
+            let key = b.key()?;
+            let next = b.u64()?;
+            let mark = r.seq_marks.entry(key).or_insert(1);
+            *mark = (*mark).max(next);
+        }
+        _ => return Err("unknown record type"),
+    }
+    Ok(())
+}
