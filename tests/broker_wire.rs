@@ -138,7 +138,7 @@ fn hostile_peers_get_errors_and_others_keep_being_served() {
 
     // A second OPEN: CLOSE with amqp:not-allowed.
     let mut s = std::net::TcpStream::connect(b.addr()).unwrap();
-    let open = frame(0, Performative::Open(Open { container_id: "x".into(), ..Default::default() }), &[]);
+    let open = frame(0, Performative::Open(Box::new(Open { container_id: "x".into(), ..Default::default() })), &[]);
     let mut bytes = AMQP_HEADER.to_vec();
     bytes.extend(&open);
     bytes.extend(&open);
@@ -149,7 +149,7 @@ fn hostile_peers_get_errors_and_others_keep_being_served() {
     // A transfer on a handle that was never attached: END amqp:session:errant-link.
     let mut s = std::net::TcpStream::connect(b.addr()).unwrap();
     let mut bytes = AMQP_HEADER.to_vec();
-    bytes.extend(frame(0, Performative::Open(Open { container_id: "w".into(), ..Default::default() }), &[]));
+    bytes.extend(frame(0, Performative::Open(Box::new(Open { container_id: "w".into(), ..Default::default() })), &[]));
     bytes.extend(frame(
         0,
         Performative::Begin(Begin {
@@ -175,7 +175,7 @@ fn hostile_peers_get_errors_and_others_keep_being_served() {
     // A frame larger than the negotiated max-frame-size: CLOSE framing-error.
     let mut s = std::net::TcpStream::connect(b.addr()).unwrap();
     let mut bytes = AMQP_HEADER.to_vec();
-    bytes.extend(frame(0, Performative::Open(Open { container_id: "f".into(), ..Default::default() }), &[]));
+    bytes.extend(frame(0, Performative::Open(Box::new(Open { container_id: "f".into(), ..Default::default() })), &[]));
     bytes.extend([0x7f, 0xff, 0xff, 0xff, 2, 0, 0, 0]);
     s.write_all(&bytes).unwrap();
     let got = read_until(&mut s, |b| contains(b, b"amqp:connection:framing-error"));
