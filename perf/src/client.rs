@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use sluice_proto::codec::Fields;
-use sluice_proto::engine::{Config, Connection, Event, LinkId};
+use sluice_proto::engine::{ClientSasl, Config, Connection, Event, LinkId};
 use sluice_proto::types::{
     Attach, AttachTarget, DeliveryState, DeliveryTag, ReceiverSettleMode, Role, SenderSettleMode, Source, Target,
 };
@@ -64,6 +64,13 @@ impl Client {
         Ok(c)
     }
 
+    /// Take the client apart (after the handshake and attaches) to drive the engine
+    /// and the socket directly: the engine, the stream (still blocking), the events
+    /// not consumed yet, and the engine's clock origin (`now` = ms since it).
+    pub fn into_parts(self) -> (Connection, TcpStream, VecDeque<Event>, Instant) {
+        (self.conn, self.stream, self.events, self.start)
+    }
+
     /// The engine, for calls this wrapper does not offer.
     pub fn engine(&mut self) -> &mut Connection {
         &mut self.conn
@@ -113,8 +120,7 @@ impl Client {
         };
         let now = self.now();
         if n > 0 {
-            let data = self.buf[..n].to_vec();
-            self.conn.handle_input(&data, now);
+            self.conn.handle_input(&self.buf[..n], now);
         }
         self.conn.handle_timeout(now);
         self.collect();
@@ -227,9 +233,35 @@ impl Client {
     /// Attach and wait for the broker's ATTACH. A refused link comes back as
     /// `Err` with the detach condition in the message.
     pub fn attach(&mut self, ch: u16, attach: Attach) -> io::Result<LinkId> {
+        self.attach_full(ch, attach).map(|(link, _)| link)
+    }
+
+    /// [`Self::attach`], also returning the broker's ATTACH (e.g. the address it
+    /// gave a dynamic node).
+    pub fn attach_full(&mut self, ch: u16, attach: Attach) -> io::Result<(LinkId, Box<Attach>)> {
         let link = self.conn.attach(ch, attach).map_err(io::Error::other)?;
-        let e = self.wait_for(|e| matches!(e, Event::Attached { link: l, .. } if *l == link), WAIT)?;
-        let Event::Attached { attach, .. } = e else { unreachable!() };
+        // A broker may also end the whole session instead of answering (the link is
+        // then reported detached, and the session's error comes with its end).
+        let e = self.wait_for(
+            |e| matches!(e, Event::Attached { link: l, .. } | Event::Detached { link: l, .. } if *l == link),
+            WAIT,
+        )?;
+        let attach = match e {
+            Event::Attached { attach, .. } => attach,
+            Event::Detached { error, .. } => {
+                let ended = self.events.iter().find_map(|e| match e {
+                    Event::SessionEnded { channel, error, .. } if *channel == ch => error.clone(),
+                    _ => None,
+                });
+                return Err(match error.or(ended) {
+                    Some(err) => {
+                        io::Error::other(format!("{}: {}", err.condition, err.description.unwrap_or_default()))
+                    }
+                    None => io::Error::other("attach refused"),
+                });
+            }
+            _ => unreachable!(),
+        };
         let refused = match attach.role {
             Role::Sender => attach.source.is_none(),
             Role::Receiver => attach.target.is_none(),
@@ -241,7 +273,7 @@ impl Client {
             }
             return Err(io::Error::other("attach refused"));
         }
-        Ok(link)
+        Ok((link, attach))
     }
 
     /// Send one message (an encoded message payload).
@@ -287,6 +319,16 @@ impl Client {
     pub fn settle(&mut self, link: LinkId, delivery_id: u32, state: DeliveryState) {
         self.conn.disposition(link, delivery_id, true, Some(state));
     }
+}
+
+/// SASL PLAIN with the initial response `\0user\0password` (RFC 4616).
+pub fn sasl_plain(user: &str, password: &str) -> ClientSasl {
+    let mut r = Vec::with_capacity(user.len() + password.len() + 2);
+    r.push(0);
+    r.extend_from_slice(user.as_bytes());
+    r.push(0);
+    r.extend_from_slice(password.as_bytes());
+    ClientSasl { mechanism: "PLAIN".into(), initial_response: Some(Bytes::from(r)) }
 }
 
 /// An encoded message with one data section.

@@ -1,0 +1,180 @@
+#!/usr/bin/env bash
+# sluice vs RabbitMQ, side by side: builds sluice and sluice-perf (release), starts
+# sluice and a private RabbitMQ node (rabbitmq_amqp1_0) on loopback, runs the same
+# scenarios (same sizes, counts, credit, client) against both, plus an independent
+# client (rhea) on the events scenario, stops both brokers and rewrites the section
+# between <!-- compare:begin --> and <!-- compare:end --> in perf/RESULTS.md.
+#
+# usage: perf/compare.sh            (about 6-8 minutes on 2 cores)
+#   SCALE=0.2 perf/compare.sh       smaller counts (quick check)
+#   RABBIT_TIMEOUT=40               cap, in seconds, of each RabbitMQ run (it is ~100x slower)
+#   SLUICE_SHARDS=1                 passed to sluice (default: one shard per core)
+#   KEEP=1                          keep the work directory (raw JSON, logs)
+#
+# Installs Debian's rabbitmq-server when missing (apt-get) and enables rabbitmq_amqp1_0.
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT"
+SCALE=${SCALE:-1}
+RABBIT_TIMEOUT=${RABBIT_TIMEOUT:-40}
+RESULTS=${RESULTS:-$ROOT/perf/RESULTS.md}
+WORK=$(mktemp -d /tmp/sluice-compare.XXXXXX)
+chmod 755 "$WORK"
+START_TS=$(date +%s)
+
+log() { printf '[compare %4ss] %s\n' "$(( $(date +%s) - START_TS ))" "$*" >&2; }
+n() { python3 -c "import sys; print(int(float(sys.argv[1]) * float(sys.argv[2])))" "$1" "$SCALE"; }
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { # host port seconds
+    for _ in $(seq 1 $(( $3 * 10 ))); do
+        if (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; then return 0; fi
+        sleep 0.1
+    done
+    return 1
+}
+
+SLUICE_PID=""
+RABBIT_NODE=""
+cleanup() {
+    set +e
+    if [ -n "$SLUICE_PID" ] && kill -0 "$SLUICE_PID" 2>/dev/null; then
+        kill -TERM "$SLUICE_PID"; wait "$SLUICE_PID" 2>/dev/null
+    fi
+    if [ -n "$RABBIT_NODE" ]; then
+        rabbitmqctl -q -n "$RABBIT_NODE" stop >/dev/null 2>&1
+    fi
+    if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; else log "kept $WORK"; fi
+}
+trap cleanup EXIT
+
+# ------------------------------------------------------------------ build
+log "building sluice and sluice-perf (release)"
+cargo build --release -p sluice -p sluice-perf >&2
+# Private copies: other builds may replace target/release while we run.
+cp target/release/sluice target/release/sluice-perf "$WORK/"
+PERF="$WORK/sluice-perf"
+ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+
+# ------------------------------------------------------------------ RabbitMQ
+if ! command -v rabbitmq-server >/dev/null 2>&1; then
+    log "installing rabbitmq-server (apt-get)"
+    apt-get update -qq >&2
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq rabbitmq-server >&2
+fi
+rabbitmq-plugins enable --offline rabbitmq_amqp1_0 >/dev/null 2>&1 || rabbitmq-plugins enable rabbitmq_amqp1_0 >&2
+RABBIT_PORT=$(free_port)
+RABBIT_DIST=$(free_port)
+RABBIT_NODE="sluiceperf$$@localhost"
+mkdir -p "$WORK/rabbit/mnesia" "$WORK/rabbit/log"
+chown -R rabbitmq:rabbitmq "$WORK/rabbit" 2>/dev/null || true
+log "starting RabbitMQ node $RABBIT_NODE on 127.0.0.1:$RABBIT_PORT"
+RABBITMQ_NODENAME=$RABBIT_NODE RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$RABBIT_PORT \
+RABBITMQ_DIST_PORT=$RABBIT_DIST RABBITMQ_MNESIA_BASE=$WORK/rabbit/mnesia RABBITMQ_LOG_BASE=$WORK/rabbit/log \
+RABBITMQ_PID_FILE=$WORK/rabbit/pid \
+    rabbitmq-server -detached >&2
+rabbitmqctl -q -n "$RABBIT_NODE" wait --timeout 60 "$WORK/rabbit/pid" >&2
+wait_port 127.0.0.1 "$RABBIT_PORT" 60 || { log "RabbitMQ did not open its port"; exit 1; }
+RABBIT_PID=$(cat "$WORK/rabbit/pid")
+RABBIT_VERSION=$(rabbitmqctl -q -n "$RABBIT_NODE" version 2>/dev/null || echo "?")
+RABBIT_URL="amqp://guest:guest@127.0.0.1:$RABBIT_PORT"
+
+# ------------------------------------------------------------------ sluice
+SLUICE_PORT=$(free_port)
+SLUICE_ADMIN=$(free_port)
+log "starting sluice on 127.0.0.1:$SLUICE_PORT"
+SLUICE_ARGS=(--host 127.0.0.1 --port "$SLUICE_PORT" --tls-port 0 --admin-addr "127.0.0.1:$SLUICE_ADMIN"
+             --data-dir "$WORK/sluice-data" --max-connections 20000)
+[ -n "${SLUICE_SHARDS:-}" ] && SLUICE_ARGS+=(--shards "$SLUICE_SHARDS")
+RUST_LOG=warn "$WORK/sluice" "${SLUICE_ARGS[@]}" >"$WORK/sluice.log" 2>&1 &
+SLUICE_PID=$!
+wait_port 127.0.0.1 "$SLUICE_PORT" 30 || { log "sluice did not open its port"; cat "$WORK/sluice.log" >&2; exit 1; }
+SLUICE_URL="amqp://127.0.0.1:$SLUICE_PORT"
+
+# ------------------------------------------------------------------ runs
+mkdir -p "$WORK/out"
+LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
+
+# run NAME BROKER(sluice|rabbit) ARGS...: one sluice-perf run, JSON saved as out/NAME.BROKER.json
+run() {
+    local name=$1 broker=$2; shift 2
+    local url pid extra=()
+    if [ "$broker" = sluice ]; then url=$SLUICE_URL; pid=$SLUICE_PID; else
+        url=$RABBIT_URL; pid=$RABBIT_PID; extra=(--timeout "$RABBIT_TIMEOUT"); fi
+    log "$name on $broker: sluice-perf $* ${extra[*]}"
+    "$PERF" "$@" --url "$url" --broker-pid "$pid" --label "$broker" "${extra[@]}" --json \
+        >"$WORK/out/$name.$broker.json" 2>"$WORK/out/$name.$broker.err" || log "  ($name on $broker reported a failure)"
+    python3 - "$WORK/out/$name.$broker.json" >&2 <<'EOF' || true
+import json, sys
+r = json.load(open(sys.argv[1]))
+lat = r.get("latency") or {}
+if r.get("scenario") == "idle":
+    print(f"  -> {r.get('opened')} connections, broker RSS {r.get('broker_rss_before_kib')} -> "
+          f"{r.get('broker_rss_after_kib')} KiB ({r.get('broker_rss_per_connection_kib')} KiB each)")
+else:
+    print(f"  -> {r.get('msgs_per_s', 0):,.0f} msg/s ({r.get('msgs_what')}), {r.get('frames_per_s', 0):,.0f} "
+          f"frames/s, p99 {lat.get('p99_us', '-')} us, end {r.get('end')}")
+EOF
+}
+# both NAME COMMON-ARGS -- SLUICE-ARGS -- RABBIT-ARGS
+both() {
+    local name=$1; shift
+    local common=() s=() r=()
+    while [ "$1" != -- ]; do common+=("$1"); shift; done; shift
+    while [ "$1" != -- ]; do s+=("$1"); shift; done; shift
+    r=("$@")
+    run "$name" sluice "${common[@]}" "${s[@]}"
+    run "$name" rabbit "${common[@]}" "${r[@]}"
+}
+rate_of() { python3 -c "import json,sys; print(int(json.load(open(sys.argv[1]))['msgs_per_s']))" "$1" 2>/dev/null || echo 0; }
+
+# Idle connections first, on fresh brokers (RSS growth per connection).
+both idle idle --connections "$(n 10000)" --duration 2 -- --
+
+both events events --size 100 --credit 1000000 --count "$(n 3000000)" --idle-end 3 \
+    -- --address 'events/cmp-{run}' -- --address '/topic/cmp-{run}'
+both fanout events --size 100 --credit 1000000 --subscribers 4 --count "$(n 1000000)" --idle-end 3 \
+    -- --address 'events/cmp-fan-{run}' -- --address '/topic/cmp-fan-{run}'
+both queues queues --size 100 --credit 4096 --count "$(n 1000000)" \
+    -- --address 'queues/cmp-{run}' -- --address '/queue/cmp-{run}'
+both events-store events-store --size 100 --credit 65536 --count "$(n 1000000)" \
+    -- --address 'events-store/cmp-{run}' -- --address '/queue/cmp-es-{run}'
+both rpc rpc --size 100 --credit 1024 --inflight 256 --count "$(n 200000)" \
+    -- --address 'commands/cmp-{run}' -- --address '/queue/cmp-rpc-{run}' --reply-to '/queue/cmp-reply-{run}'
+both frames frames --size 8 --credit 1048576 --count "$(n 5000000)" --idle-end 3 \
+    -- --address 'events/cmp-frames-{run}' -- --address '/topic/cmp-frames-{run}'
+
+# Latency at half of each broker's own maximum events rate (fixed-rate publisher).
+for b in sluice rabbit; do
+    max=$(rate_of "$WORK/out/events.$b.json")
+    half=$(( max / 2 )); [ "$half" -lt 1000 ] && half=1000
+    if [ "$b" = sluice ]; then addr='events/cmp-lat-{run}'; else addr='/topic/cmp-lat-{run}'; fi
+    run latency "$b" events --size 100 --credit 65536 --rate "$half" --duration 5 --address "$addr"
+done
+
+# The independent client: rhea (faster than python-qpid-proton here), same events scenario.
+RHEA_COUNT=$(n 300000)
+RHEA_CMD_S="node perf/node/events_presettled.js $SLUICE_URL events/cmp-rhea-$$ $RHEA_COUNT 100 10000"
+RHEA_CMD_R="node perf/node/events_presettled.js $RABBIT_URL /topic/cmp-rhea-$$ $RHEA_COUNT 100 10000"
+if command -v node >/dev/null && [ -d tests/node/node_modules/rhea ]; then
+    log "rhea events on sluice"
+    timeout 120 $RHEA_CMD_S >"$WORK/out/rhea.sluice.json" 2>"$WORK/out/rhea.sluice.err" || true
+    log "rhea events on rabbit"
+    timeout $(( RABBIT_TIMEOUT + 30 )) $RHEA_CMD_R >"$WORK/out/rhea.rabbit.json" 2>"$WORK/out/rhea.rabbit.err" || true
+else
+    log "rhea not installed (cd tests/node && npm ci): skipping the independent client"
+fi
+LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
+SLUICE_RSS_END=$(grep VmRSS "/proc/$SLUICE_PID/status" | awk '{print $2}')
+
+# ------------------------------------------------------------------ stop
+log "stopping both brokers"
+kill -TERM "$SLUICE_PID"; wait "$SLUICE_PID" 2>/dev/null || true; SLUICE_PID=""
+rabbitmqctl -q -n "$RABBIT_NODE" stop >/dev/null 2>&1 || true; RABBIT_NODE=""
+
+# ------------------------------------------------------------------ RESULTS.md
+mkdir -p "$ROOT/perf/results"
+cat "$WORK"/out/*.json > "$ROOT/perf/results/compare-latest.jsonl" 2>/dev/null || true
+ENV_LINE="$(date -u +%Y-%m-%dT%H:%MZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r), RabbitMQ $RABBIT_VERSION (rabbitmq_amqp1_0) on $(erl -noshell -eval 'io:format("OTP ~s", [erlang:system_info(otp_release)]), halt().' 2>/dev/null || echo 'Erlang'), sluice shards: ${SLUICE_SHARDS:-one per CPU}, load average before/after: $LOADAVG_START / $LOADAVG_END, SCALE=$SCALE, RabbitMQ runs capped at ${RABBIT_TIMEOUT}s, total $(( $(date +%s) - START_TS ))s"
+python3 "$ROOT/perf/py/compare_table.py" "$WORK/out" "$RESULTS" "$ENV_LINE" "$RHEA_CMD_S" "$RHEA_CMD_R"
+log "wrote the compare section of $RESULTS"

@@ -1,0 +1,91 @@
+#!/usr/bin/env node
+// Pre-settled events 1 -> 1 with rhea (an independent AMQP 1.0 client): one publisher
+// connection (snd-settle-mode settled) and one subscriber connection (asks for settled
+// deliveries, keeps a credit window), the same scenario as `sluice-perf events`.
+// Prints one JSON line: sent, received, seconds (first send -> last receive), msgs_per_s.
+// Deliveries are settled locally on arrival (autoaccept; no disposition is sent for
+// pre-settled ones), which frees rhea's session window.
+// An event that meets a subscriber without credit is dropped by design (at-most-once):
+// the run ends when all arrived, or IDLE_END seconds (default 5) after the last
+// delivery once all were sent.
+//
+// usage: events_presettled.js URL ADDRESS COUNT [BODY_BYTES] [CREDIT] [IDLE_END]
+//   URL: amqp://[user:pass@]host:port (PLAIN with a user, else ANONYMOUS)
+// rhea is resolved from tests/node/node_modules (npm ci there) or NODE_PATH.
+'use strict';
+const path = require('path');
+let rhea;
+try {
+    rhea = require('rhea');
+} catch (e) {
+    rhea = require(path.join(__dirname, '..', '..', 'tests', 'node', 'node_modules', 'rhea'));
+}
+
+const [url, address, countArg, sizeArg, creditArg, idleArg] = process.argv.slice(2);
+if (!url || !address || !countArg) {
+    console.error('usage: events_presettled.js URL ADDRESS COUNT [BODY_BYTES] [CREDIT] [IDLE_END]');
+    process.exit(2);
+}
+const count = parseInt(countArg, 10);
+const size = parseInt(sizeArg || '100', 10);
+const credit = parseInt(creditArg || '10000', 10);
+const idleEndMs = parseFloat(idleArg || '5') * 1000;
+const u = new URL(url);
+const opts = { host: u.hostname, port: parseInt(u.port || '5672', 10), reconnect: false };
+if (u.username) {
+    opts.username = decodeURIComponent(u.username);
+    opts.password = decodeURIComponent(u.password);
+}
+const body = rhea.message.data_section(Buffer.alloc(size, 0x2e));
+
+const container = rhea.create_container({ id: 'rhea-perf-' + process.pid });
+let sent = 0, received = 0, start = 0, last = 0, done = false;
+const subConn = container.connect(opts);
+const pubConn = container.connect(opts);
+let sender;
+
+const receiver = subConn.open_receiver({
+    source: address, credit_window: credit, autoaccept: true, snd_settle_mode: 1,
+});
+receiver.on('receiver_open', () => {
+    sender = pubConn.open_sender({ target: address, snd_settle_mode: 1 });
+    sender.on('sendable', pump);
+});
+receiver.on('message', () => {
+    received++;
+    last = Date.now();
+    if (received === count) finish();
+});
+
+function pump() {
+    if (!start) start = Date.now();
+    while (sent < count && sender.sendable()) {
+        sender.send({ body });
+        sent++;
+    }
+}
+
+const timer = setInterval(() => {
+    if (sent === count && received < count && Date.now() - Math.max(last, start) > idleEndMs) finish();
+}, 100);
+
+function finish() {
+    if (done) return;
+    done = true;
+    clearInterval(timer);
+    const seconds = (last - start) / 1000;
+    console.log(JSON.stringify({
+        client: 'rhea', sent, received, dropped: sent - received, seconds,
+        msgs_per_s: seconds > 0 ? Math.round(received / seconds) : 0,
+    }));
+    subConn.close();
+    pubConn.close();
+    setTimeout(() => process.exit(0), 200);
+}
+
+// After the end, transfers still in flight may meet a closed link: not an error here.
+container.on('error', (e) => { if (!done) { console.error('error', e); process.exit(1); } });
+for (const c of [subConn, pubConn]) {
+    c.on('connection_error', (ctx) => { console.error('connection error', ctx.connection.error); process.exit(1); });
+    c.on('disconnected', (ctx) => { if (!done) { console.error('disconnected', ctx.error); process.exit(1); } });
+}
