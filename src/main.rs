@@ -80,14 +80,16 @@ fn run(settings: Settings) -> std::io::Result<()> {
         recovered: std::sync::Mutex::new(Vec::new()),
         store_ok: (0..shards).map(|_| Arc::new(AtomicBool::new(true))).collect(),
     });
+    // The admin endpoint comes first: /healthz answers 503 during recovery.
+    let _admin = admin::start(global.clone())?;
+    install_signals(global.clone())?;
     if global.settings.durability == config::Durability::Fsync && global.settings.enable {
         let recovered = sluice::store::startup::recover_all(&global.settings)?;
         if let Ok(mut r) = global.recovered.lock() {
             *r = recovered.into_iter().map(Some).collect();
         }
     }
-    let _admin = admin::start(global.clone())?;
-    install_signals(global.clone())?;
+
     tracing::info!(
         shards,
         amqp = %format!("{}:{}", global.settings.host, global.settings.port),
