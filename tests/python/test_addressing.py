@@ -1,0 +1,235 @@
+"""Addresses: anonymous terminus, bare addresses (JMS capability hint, default
+pattern), channel validation and the attach-time refusals."""
+
+import pytest
+
+from amqp_harness import Capabilities, Delivery, Link, LinkProperties, Message, SettleModes, uid
+from proton.reactor import Copy, Move
+
+ACCEPTED = Delivery.ACCEPTED
+REJECTED = Delivery.REJECTED
+
+
+def refused(link_w):
+    cond = link_w.wait_detached()
+    assert cond is not None, "detached without an error condition"
+    return cond
+
+
+# ------------------------------------------------------------------ anonymous terminus
+
+
+def test_anonymous_sender_routes_by_to(broker, amqp):
+    q = f"queues/{uid('q')}"
+    ev = f"events/{uid('ev')}"
+    es = f"events-store/{uid('es')}"
+    c = amqp.connect(broker.url)
+    sub = c.receiver(ev, credit=10)
+    amqp.pump(0.3)
+    s = c.sender(None)
+    s.wait_credit()
+    for addr, body in [(q, "to-queue"), (ev, "to-events"), (es, "to-store"), ("/" + q, "slash")]:
+        d = s.send_and_wait(Message(body=body, address=addr))
+        assert d.remote_state == ACCEPTED, (addr, d.remote.condition)
+    assert [m.body for m in sub.take(1)] == ["to-events"]
+    qr = c.receiver(q, credit=10)
+    assert [m.body for m in qr.take(2)] == ["to-queue", "slash"]
+    sr = c.receiver(es, options=LinkProperties({"x-opt-kubemq-start": "first"}), credit=10)
+    assert [m.body for m in sr.take(1)] == ["to-store"]
+
+
+@pytest.mark.parametrize("to", [None, "", "foo/bar", "queues/", "queues/a b", "queues/a*", "events/x.",
+                                "_amqp10.tmp.0-0.nonexistent"])
+def test_anonymous_bad_to_rejected_precondition_failed(broker, amqp, to):
+    q = f"queues/{uid('q')}"
+    c = amqp.connect(broker.url)
+    s = c.sender(None)
+    s.wait_credit()
+    m = Message(body="x")
+    if to is not None:
+        m.address = to
+    d = s.send_and_wait(m)
+    assert d.remote_state == REJECTED, f"state {d.remote_state}"
+    cond = d.remote.condition
+    assert cond is not None and cond.name == "amqp:precondition-failed", cond
+    # The link stays usable.
+    assert s.is_open()
+    d2 = s.send_and_wait(Message(body="fine", address=q))
+    assert d2.remote_state == ACCEPTED
+    assert [m.body for m in c.receiver(q, credit=1).take(1)] == ["fine"]
+
+
+def test_anonymous_presettled_bad_to_dropped_and_counted(broker, amqp):
+    c = amqp.connect(broker.url)
+    before = broker.metric("kubemq_amqp10_transfers_in_dropped_total")
+    s = c.sender(None, options=SettleModes(snd=Link.SND_SETTLED))
+    s.wait_credit()
+    s.send(Message(body="x", address="foo/bar"))
+    broker.wait_metric("kubemq_amqp10_transfers_in_dropped_total", lambda v: v >= before + 1, pump=amqp)
+    assert s.is_open()
+
+
+# ------------------------------------------------------------------ bare addresses
+
+
+def test_bare_address_defaults_to_queues(broker, amqp):
+    name = uid("examples")
+    c = amqp.connect(broker.url)
+    s = c.sender(name)
+    assert s.send_and_wait(Message(body="bare")).remote_state == ACCEPTED
+    r = c.receiver(f"queues/{name}", credit=1)
+    assert [m.body for m in r.take(1)] == ["bare"]
+    r2 = c.receiver(name, credit=1)  # a bare receiver reads the same queue
+    s.send_and_wait(Message(body="bare2"))
+    assert [m.body for m in r2.take(1)] == ["bare2"]
+
+
+def test_bare_address_topic_hint_goes_to_events(broker, amqp):
+    name = uid("examples")
+    c = amqp.connect(broker.url)
+    sub = c.receiver(f"events/{name}", credit=10)
+    bare_sub = c.receiver(name, options=Capabilities("topic"), credit=10)
+    amqp.pump(0.3)
+    s = c.sender(name, options=Capabilities("topic"))
+    assert s.send_and_wait(Message(body="ev")).remote_state == ACCEPTED
+    assert [m.body for m in sub.take(1)] == ["ev"]
+    assert [m.body for m in bare_sub.take(1)] == ["ev"]
+    # nothing went to the queue of that name
+    q = c.receiver(f"queues/{name}", credit=10)
+    amqp.pump(0.4)
+    assert q.received == []
+    links = broker.get_json("/api/amqp10/links")["links"]
+    mine = [lk for lk in links if lk["name"] == s.name]
+    assert mine and mine[0]["pattern"] == "events" and mine[0]["channel"] == name
+
+
+def test_default_pattern_setting(broker_factory, amqp):
+    b = broker_factory(CONNECTORS_AMQP10_DEFAULT_PATTERN="events")
+    name = uid("examples")
+    c = amqp.connect(b.url)
+    sub = c.receiver(f"events/{name}", credit=10)
+    amqp.pump(0.3)
+    s = c.sender(name)
+    assert s.send_and_wait(Message(body="ev")).remote_state == ACCEPTED
+    assert [m.body for m in sub.take(1)] == ["ev"]
+    # The queue hint still wins over the default.
+    qs = c.sender(name, options=Capabilities("queue"))
+    assert qs.send_and_wait(Message(body="q")).remote_state == ACCEPTED
+    assert [m.body for m in c.receiver(f"queues/{name}", credit=1).take(1)] == ["q"]
+
+
+def test_leading_slash_is_equivalent(broker, amqp):
+    ch = uid("q")
+    c = amqp.connect(broker.url)
+    s = c.sender(f"/queues/{ch}")
+    assert s.send_and_wait(Message(body="x")).remote_state == ACCEPTED
+    assert [m.body for m in c.receiver(f"queues/{ch}", credit=1).take(1)] == ["x"]
+
+
+# ------------------------------------------------------------------ channel validation
+
+
+BAD_ADDRESSES = [
+    ("empty", "queues/"),
+    ("space", "queues/a b"),
+    ("tab", "events/a\tb"),
+    ("newline", "queues/a\nb"),
+    ("star", "queues/a*"),
+    ("gt", "events/orders.>"),
+    ("semicolon", "queues/a;b"),
+    ("colon", "events-store/a:b"),
+    ("trailing-dot", "queues/a."),
+    ("256-bytes", "queues/" + "x" * 256),
+    ("256-bytes-multibyte", "queues/" + "\u00e9" * 128),
+    ("unknown-prefix", "foo/bar"),
+    ("bare-with-slash", "a/b"),
+    ("bare-whitespace", "a b"),
+    ("commands-empty", "commands/"),
+]
+
+
+@pytest.mark.parametrize("role", ["sender", "receiver"])
+@pytest.mark.parametrize("addr", [a for _, a in BAD_ADDRESSES], ids=[n for n, _ in BAD_ADDRESSES])
+def test_invalid_address_not_found(broker, amqp, role, addr):
+    c = amqp.connect(broker.url)
+    if role == "sender":
+        link = c.sender(addr, wait=False)
+    else:
+        link = c.receiver(addr, wait=False)
+    cond = refused(link)
+    assert cond.name == "amqp:not-found", cond
+    assert len(cond.description or "") <= 512
+
+
+def test_longest_valid_channel_accepted(broker, amqp):
+    c = amqp.connect(broker.url)
+    c.sender("queues/" + "x" * 255)
+    c.receiver("events/" + "\u00e9" * 127)  # 254 bytes
+    c.sender("queues/a.b-c_d")
+
+
+def test_connection_usable_after_refusals(broker, amqp):
+    c = amqp.connect(broker.url)
+    for addr in ["foo/bar", "queues/", "queues/a*"]:
+        refused(c.sender(addr, wait=False))
+    ch = f"queues/{uid('q')}"
+    s = c.sender(ch)
+    assert s.send_and_wait(Message(body="ok")).remote_state == ACCEPTED
+
+
+def test_receiver_on_responses_not_allowed(broker, amqp):
+    c = amqp.connect(broker.url)
+    cond = refused(c.receiver("responses/abc", wait=False))
+    assert cond.name == "amqp:not-allowed", cond
+
+
+def test_rcv_settle_mode_second_not_implemented(broker, amqp):
+    c = amqp.connect(broker.url)
+    for link in (c.receiver(f"queues/{uid('q')}", options=SettleModes(rcv=Link.RCV_SECOND), wait=False),
+                 c.sender(f"queues/{uid('q')}", options=SettleModes(rcv=Link.RCV_SECOND), wait=False)):
+        cond = refused(link)
+        assert cond.name == "amqp:not-implemented", cond
+
+
+def test_copy_on_queue_invalid_field(broker, amqp):
+    c = amqp.connect(broker.url)
+    cond = refused(c.receiver(f"queues/{uid('q')}", options=Copy(), wait=False))
+    assert cond.name == "amqp:invalid-field", cond
+    # move is the queue default and is fine; copy is fine on events
+    c.receiver(f"queues/{uid('q')}", options=Move())
+    c.receiver(f"events/{uid('ev')}", options=Copy())
+
+
+def test_duplicate_link_name_not_allowed(broker):
+    # python-qpid-proton itself refuses to carry two links of one name (it closes the
+    # connection on the reply), so this one speaks raw frames.
+    import raw_amqp as raw
+    c = raw.handshake(broker.port)
+    try:
+        name = uid("dup")
+        c.send(raw.begin_frame(0)
+               + raw.attach_frame(name, 0, f"queues/{uid('q')}")
+               + raw.attach_frame(name, 1, f"queues/{uid('q')}"))
+        frames = c.read_until("detach")
+        detach = frames[-1]
+        assert detach.condition == "amqp:not-allowed", frames
+        assert b"duplicate link name" in detach.body
+        # The same name in the other role is a different link: attached, no detach.
+        c.send(raw.attach_frame(name, 2, f"queues/{uid('q')}", client_is_sender=False))
+        f = c.read_until("attach")
+        more = c.read_frame(timeout=0.5)
+        assert more is None or more.name != "detach", more
+        assert not any(x.name == "close" for x in f)
+    finally:
+        c.close()
+
+
+def test_attach_reply_echoes_terminus_and_max_message_size(broker, amqp):
+    c = amqp.connect(broker.url)
+    ch = f"queues/{uid('q')}"
+    s = c.sender(ch)
+    assert s.link.remote_target.address == ch
+    assert s.link.remote_rcv_settle_mode == Link.RCV_FIRST
+    assert s.link.remote_max_message_size == 100 * 1024 * 1024
+    r = c.receiver(ch)
+    assert r.link.remote_source.address == ch
