@@ -104,6 +104,22 @@ pub struct Settings {
     /// `SLUICE_EVENTS_STORE_RETENTION_BYTES` (default 1073741824, 0 = no limit): per
     /// events-store channel, the oldest events are dropped beyond this size.
     pub events_store_retention_bytes: u64,
+    /// `SLUICE_AUTH_ENABLED` (default 'false'): Require authentication (SASL PLAIN with a JWT, or EXTERNAL with mTLS) and authorize with casbin.
+    pub auth_enabled: bool,
+    /// `SLUICE_AUTH_JWT_KEY_FILE` (default ''): JWT key: an HS256 secret or an RS256 public key (PEM).
+    pub auth_jwt_key_file: String,
+    /// `SLUICE_AUTH_JWT_AUDIENCE` (default ''): Audience a JWT must name.
+    pub auth_jwt_audience: String,
+    /// `SLUICE_AUTH_CASBIN_MODEL` (default ''): Casbin model file.
+    pub auth_casbin_model: String,
+    /// `SLUICE_AUTH_CASBIN_POLICY` (default ''): Casbin policy file.
+    pub auth_casbin_policy: String,
+    /// `SLUICE_TLS_CERT_FILE` (default ''): Server certificate chain for the TLS listener.
+    pub tls_cert_file: String,
+    /// `SLUICE_TLS_KEY_FILE` (default ''): Server private key for the TLS listener.
+    pub tls_key_file: String,
+    /// `SLUICE_TLS_CLIENT_CA_FILE` (default ''): CA for client certificates (mTLS; enables SASL EXTERNAL).
+    pub tls_client_ca_file: String,
 }
 
 impl Default for Settings {
@@ -139,6 +155,14 @@ impl Default for Settings {
             metrics_channel_cap: 100,
             events_store_retention_seconds: 604_800,
             events_store_retention_bytes: 1 << 30,
+            auth_enabled: false,
+            auth_jwt_key_file: String::new(),
+            auth_jwt_audience: String::new(),
+            auth_casbin_model: String::new(),
+            auth_casbin_policy: String::new(),
+            tls_cert_file: String::new(),
+            tls_key_file: String::new(),
+            tls_client_ca_file: String::new(),
         }
     }
 }
@@ -212,7 +236,15 @@ impl fmt::Display for Settings {
         writeln!(f, "max_receive_count = {}", self.max_receive_count)?;
         writeln!(f, "metrics_channel_cap = {}", self.metrics_channel_cap)?;
         writeln!(f, "events_store_retention_seconds = {}", self.events_store_retention_seconds)?;
-        writeln!(f, "events_store_retention_bytes = {}", self.events_store_retention_bytes)
+        writeln!(f, "events_store_retention_bytes = {}", self.events_store_retention_bytes)?;
+        writeln!(f, "auth_enabled = {}", self.auth_enabled)?;
+        writeln!(f, "auth_jwt_key_file = {}", text(&self.auth_jwt_key_file))?;
+        writeln!(f, "auth_jwt_audience = {}", text(&self.auth_jwt_audience))?;
+        writeln!(f, "auth_casbin_model = {}", text(&self.auth_casbin_model))?;
+        writeln!(f, "auth_casbin_policy = {}", text(&self.auth_casbin_policy))?;
+        writeln!(f, "tls_cert_file = {}", text(&self.tls_cert_file))?;
+        writeln!(f, "tls_key_file = {}", text(&self.tls_key_file))?;
+        writeln!(f, "tls_client_ca_file = {}", text(&self.tls_client_ca_file))
     }
 }
 
@@ -480,7 +512,7 @@ line and sluice exits with status 2.
 /// The environment variable that names the TOML file.
 const CONFIG_ENV: &str = "SLUICE_CONFIG";
 
-const KEY_COUNT: usize = 30;
+const KEY_COUNT: usize = 38;
 
 /// One configurable setting; the order is the order of [`Settings`] and of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -515,6 +547,14 @@ enum Key {
     MetricsChannelCap,
     EventsStoreRetentionSeconds,
     EventsStoreRetentionBytes,
+    AuthEnabled,
+    AuthJwtKeyFile,
+    AuthJwtAudience,
+    AuthCasbinModel,
+    AuthCasbinPolicy,
+    TlsCertFile,
+    TlsKeyFile,
+    TlsClientCaFile,
 }
 
 /// What the help text says about a setting; the name is also the TOML key.
@@ -558,6 +598,14 @@ impl Key {
         Key::MetricsChannelCap,
         Key::EventsStoreRetentionSeconds,
         Key::EventsStoreRetentionBytes,
+        Key::AuthEnabled,
+        Key::AuthJwtKeyFile,
+        Key::AuthJwtAudience,
+        Key::AuthCasbinModel,
+        Key::AuthCasbinPolicy,
+        Key::TlsCertFile,
+        Key::TlsKeyFile,
+        Key::TlsClientCaFile,
     ];
 
     fn env(self) -> &'static str {
@@ -592,6 +640,14 @@ impl Key {
             Key::MetricsChannelCap => "SLUICE_METRICS_CHANNEL_CAP",
             Key::EventsStoreRetentionSeconds => "SLUICE_EVENTS_STORE_RETENTION_SECONDS",
             Key::EventsStoreRetentionBytes => "SLUICE_EVENTS_STORE_RETENTION_BYTES",
+            Key::AuthEnabled => "SLUICE_AUTH_ENABLED",
+            Key::AuthJwtKeyFile => "SLUICE_AUTH_JWT_KEY_FILE",
+            Key::AuthJwtAudience => "SLUICE_AUTH_JWT_AUDIENCE",
+            Key::AuthCasbinModel => "SLUICE_AUTH_CASBIN_MODEL",
+            Key::AuthCasbinPolicy => "SLUICE_AUTH_CASBIN_POLICY",
+            Key::TlsCertFile => "SLUICE_TLS_CERT_FILE",
+            Key::TlsKeyFile => "SLUICE_TLS_KEY_FILE",
+            Key::TlsClientCaFile => "SLUICE_TLS_CLIENT_CA_FILE",
         }
     }
 
@@ -632,6 +688,14 @@ impl Key {
             Key::MetricsChannelCap => (0, 100_000),
             Key::EventsStoreRetentionSeconds | Key::EventsStoreRetentionBytes => (0, i128::from(i64::MAX)),
             Key::EventsStoreStall
+            | Key::AuthEnabled
+            | Key::AuthJwtKeyFile
+            | Key::AuthJwtAudience
+            | Key::AuthCasbinModel
+            | Key::AuthCasbinPolicy
+            | Key::TlsCertFile
+            | Key::TlsKeyFile
+            | Key::TlsClientCaFile
             | Key::Enable
             | Key::DefaultPattern
             | Key::Host
@@ -825,6 +889,62 @@ impl Key {
                 "1073741824",
                 "0..=9223372036854775807 (0 = no limit)",
                 "Per events-store channel: oldest events dropped beyond this size.",
+            ),
+            Key::AuthEnabled => (
+                "auth_enabled",
+                "bool",
+                "false",
+                "true | false | 1 | 0",
+                "Require authentication (SASL PLAIN with a JWT, or EXTERNAL with mTLS) and authorize with casbin.",
+            ),
+            Key::AuthJwtKeyFile => (
+                "auth_jwt_key_file",
+                "path",
+                "",
+                "a file path (empty: none)",
+                "JWT key: an HS256 secret or an RS256 public key (PEM).",
+            ),
+            Key::AuthJwtAudience => (
+                "auth_jwt_audience",
+                "text",
+                "",
+                "any text (empty: not checked)",
+                "Audience a JWT must name.",
+            ),
+            Key::AuthCasbinModel => (
+                "auth_casbin_model",
+                "path",
+                "",
+                "a file path (empty: no authorization)",
+                "Casbin model file.",
+            ),
+            Key::AuthCasbinPolicy => (
+                "auth_casbin_policy",
+                "path",
+                "",
+                "a file path (empty: no authorization)",
+                "Casbin policy file.",
+            ),
+            Key::TlsCertFile => (
+                "tls_cert_file",
+                "path",
+                "",
+                "a PEM file (empty: no TLS listener)",
+                "Server certificate chain for the TLS listener.",
+            ),
+            Key::TlsKeyFile => (
+                "tls_key_file",
+                "path",
+                "",
+                "a PEM file",
+                "Server private key for the TLS listener.",
+            ),
+            Key::TlsClientCaFile => (
+                "tls_client_ca_file",
+                "path",
+                "",
+                "a PEM file (empty: no client certificates)",
+                "CA for client certificates (mTLS; enables SASL EXTERNAL).",
             ),
         };
         Spec { name, placeholder, default, valid, about }
@@ -1071,6 +1191,14 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::MetricsChannelCap => s.metrics_channel_cap = r.int(key, true)?,
             Key::EventsStoreRetentionSeconds => s.events_store_retention_seconds = r.int(key, true)?,
             Key::EventsStoreRetentionBytes => s.events_store_retention_bytes = r.int(key, true)?,
+            Key::AuthEnabled => s.auth_enabled = r.bool(key)?,
+            Key::AuthJwtKeyFile => s.auth_jwt_key_file = r.value.clone(),
+            Key::AuthJwtAudience => s.auth_jwt_audience = r.value.clone(),
+            Key::AuthCasbinModel => s.auth_casbin_model = r.value.clone(),
+            Key::AuthCasbinPolicy => s.auth_casbin_policy = r.value.clone(),
+            Key::TlsCertFile => s.tls_cert_file = r.value.clone(),
+            Key::TlsKeyFile => s.tls_key_file = r.value.clone(),
+            Key::TlsClientCaFile => s.tls_client_ca_file = r.value.clone(),
         }
     }
     if amqp && s.port == 0 && s.tls_port == 0 {
@@ -1202,6 +1330,14 @@ mod tests {
             (Key::MetricsChannelCap, "3", |s| s.metrics_channel_cap = 3),
             (Key::EventsStoreRetentionSeconds, "60", |s| s.events_store_retention_seconds = 60),
             (Key::EventsStoreRetentionBytes, "4096", |s| s.events_store_retention_bytes = 4096),
+            (Key::AuthEnabled, "true", |s| s.auth_enabled = true),
+            (Key::AuthJwtKeyFile, "/k", |s| s.auth_jwt_key_file = "/k".to_owned()),
+            (Key::AuthJwtAudience, "aud", |s| s.auth_jwt_audience = "aud".to_owned()),
+            (Key::AuthCasbinModel, "/m", |s| s.auth_casbin_model = "/m".to_owned()),
+            (Key::AuthCasbinPolicy, "/p", |s| s.auth_casbin_policy = "/p".to_owned()),
+            (Key::TlsCertFile, "/c", |s| s.tls_cert_file = "/c".to_owned()),
+            (Key::TlsKeyFile, "/k", |s| s.tls_key_file = "/k".to_owned()),
+            (Key::TlsClientCaFile, "/ca", |s| s.tls_client_ca_file = "/ca".to_owned()),
         ]
     }
 
