@@ -10,8 +10,7 @@ use crate::config::Pattern;
 use crate::shard::metrics::{add, gauge, pattern_index, ConnectionInfo, LinkInfo};
 use crate::shard::{Inbox, Shard};
 use bytes::Bytes;
-use futures_lite::{AsyncRead, AsyncWriteExt};
-use glommio::net::TcpStream;
+use futures_lite::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use sluice_proto::codec::{Fields, Value};
 use sluice_proto::engine::{Config, Connection, Event, LinkId, Scope, UsageError};
 use sluice_proto::types::{
@@ -131,12 +130,31 @@ struct Driver {
     /// Produce links whose credit top-up waits for a backed-up shard ring.
     deferred_topups: Vec<LinkId>,
     info: ConnectionInfo,
+    /// CN of a verified client certificate (SASL EXTERNAL).
+    client_cn: Option<String>,
+    /// The authenticated client id, when SASL named one.
+    identity: Option<String>,
     started: Instant,
     shutting_down: bool,
 }
 
 /// Drive one connection until it ends.
-pub(super) async fn run(shard: Rc<Shard>, mut stream: TcpStream, over_limit: bool) {
+/// What the transport knows about the peer.
+pub(super) struct Peer {
+    /// IP address.
+    pub(super) ip: String,
+    /// The connection is TLS-terminated.
+    pub(super) tls: bool,
+    /// The CN of a verified client certificate (mTLS).
+    pub(super) client_cn: Option<String>,
+}
+
+pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
+    shard: Rc<Shard>,
+    mut stream: S,
+    peer: Peer,
+    over_limit: bool,
+) {
     let s = &shard.global.settings;
     let mut cfg = Config::server("sluice");
     cfg.max_frame_size = s.max_frame_size;
@@ -146,12 +164,21 @@ pub(super) async fn run(shard: Rc<Shard>, mut stream: TcpStream, over_limit: boo
     cfg.handle_max = s.handle_max();
     cfg.max_message_size = s.max_message_size;
     cfg.session_window = 2048;
+    // Offered in the reference's order: EXTERNAL (verified client certificate only),
+    // PLAIN, ANONYMOUS.
+    cfg.sasl_mechanisms = peer
+        .client_cn
+        .is_some()
+        .then(|| "EXTERNAL".to_owned())
+        .into_iter()
+        .chain(["PLAIN".to_owned(), "ANONYMOUS".to_owned()])
+        .collect();
+    cfg.sasl_auto_accept = false;
     let started = Instant::now();
     let id = shard.next_conn_id();
     let inbox = Rc::new(Inbox::default());
     shard.conns.borrow_mut().insert(id, inbox.clone());
     gauge(&shard.counters.connections, 1);
-    let peer = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
     let mut d = Driver {
         shard: shard.clone(),
         id,
@@ -174,10 +201,13 @@ pub(super) async fn run(shard: Rc<Shard>, mut stream: TcpStream, over_limit: boo
         deferred_topups: Vec::new(),
         info: ConnectionInfo {
             connected_at: rfc3339_now(),
-            source_ip: peer,
+            source_ip: peer.ip,
+            tls: peer.tls,
             sasl: "none".into(),
             ..Default::default()
         },
+        client_cn: peer.client_cn,
+        identity: None,
         started,
         shutting_down: false,
     };
@@ -185,7 +215,7 @@ pub(super) async fn run(shard: Rc<Shard>, mut stream: TcpStream, over_limit: boo
         tracing::debug!(conn = id, error = %e, "connection ended with an I/O error");
     }
     d.teardown();
-    let _ = stream.close().await;
+    let _ = AsyncWriteExt::close(&mut stream).await;
 }
 
 fn rfc3339_now() -> String {
@@ -203,7 +233,7 @@ impl Driver {
         self.started.elapsed().as_millis() as u64
     }
 
-    async fn drive(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+    async fn drive<S: AsyncRead + AsyncWrite + Unpin>(&mut self, stream: &mut S) -> std::io::Result<()> {
         let mut msgs = Vec::new();
         loop {
             self.flush(stream).await?;
@@ -302,7 +332,7 @@ impl Driver {
         self.now() + epoch_ms.saturating_sub(now)
     }
 
-    async fn flush(&mut self, stream: &mut TcpStream) -> std::io::Result<()> {
+    async fn flush<S: AsyncWrite + Unpin>(&mut self, stream: &mut S) -> std::io::Result<()> {
         // Small chunks are gathered into one write; large payloads go on their own.
         let mut batch = Vec::with_capacity(16 * 1024);
         while let Some(chunk) = self.engine.poll_transmit() {
@@ -323,7 +353,8 @@ impl Driver {
         if !batch.is_empty() {
             stream.write_all(&batch).await?;
         }
-        Ok(())
+        // TLS buffers inside the session: flush pushes the records out.
+        stream.flush().await
     }
 
     fn settings(&self) -> &crate::config::Settings {
@@ -346,8 +377,10 @@ impl Driver {
     fn on_event(&mut self, e: Event) {
         match e {
             Event::Opened(open) => {
+                // Publish the new connection at once.
+                self.registry_count = (usize::MAX, 0);
                 self.info.container_id = sanitize(&open.container_id, 256);
-                self.info.client_id = self.info.container_id.clone();
+                self.info.client_id = self.identity.clone().unwrap_or_else(|| self.info.container_id.clone());
                 if let Some(p) = &open.properties {
                     self.info.product = p.get("product").and_then(Value::as_str).unwrap_or_default().to_owned();
                     self.info.version = p.get("version").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -360,7 +393,8 @@ impl Driver {
                     self.engine.close(Some(err));
                 }
             }
-            Event::SaslInit(_) | Event::SaslOutcome(_) => {}
+            Event::SaslInit(init) => self.on_sasl_init(init),
+            Event::SaslOutcome(_) => {}
             Event::SessionBegun { channel, .. } => {
                 self.sessions.insert(channel);
                 gauge(&self.shard.counters.sessions, 1);
@@ -394,6 +428,38 @@ impl Driver {
                 self.count_error(scope);
             }
         }
+    }
+
+    /// Authentication is disabled: any offered mechanism succeeds. EXTERNAL names
+    /// the client by its certificate CN, PLAIN by its username.
+    fn on_sasl_init(&mut self, init: sluice_proto::types::SaslInit) {
+        let mechanism = init.mechanism.as_str().to_ascii_lowercase();
+        let ok = match mechanism.as_str() {
+            "external" => match &self.client_cn {
+                Some(cn) if !cn.is_empty() => {
+                    self.identity = Some(sanitize(cn, 256));
+                    true
+                }
+                _ => false,
+            },
+            "plain" => {
+                let resp = init.initial_response.as_deref().unwrap_or_default();
+                if resp.len() > 16 * 1024 {
+                    false
+                } else {
+                    let user = resp.split(|b| *b == 0).nth(1).unwrap_or_default();
+                    let user = sanitize(&String::from_utf8_lossy(user), 256);
+                    self.identity = (!user.is_empty()).then_some(user);
+                    true
+                }
+            }
+            "anonymous" => true,
+            _ => false,
+        };
+        if ok {
+            self.info.sasl = mechanism;
+        }
+        self.engine.sasl_outcome(if ok { 0 } else { 1 });
     }
 
     fn count_error(&self, scope: Scope) {

@@ -286,9 +286,17 @@ async fn shard_main(
             .detach(),
         );
     }
-    let listener = crate::net::bind(&global.settings)?;
+    let mut accepts = Vec::new();
+    if global.settings.port != 0 {
+        let listener = crate::net::bind(&global.settings, global.settings.port)?;
+        accepts.push(glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener)).detach());
+    }
+    let tls = crate::net::tls::server_config(&global.settings).map_err(std::io::Error::other)?;
+    if let (Some(cfg), true) = (tls, global.settings.tls_port != 0) {
+        let listener = crate::net::bind(&global.settings, global.settings.tls_port)?;
+        accepts.push(glommio::spawn_local(crate::net::accept_tls_loop(shard.clone(), listener, cfg)).detach());
+    }
     global.ready.fetch_add(1, Ordering::SeqCst);
-    let accept = glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener)).detach();
     // Control tick: timers of the homes, admin requests and shutdown.
     loop {
         glommio::timer::sleep(Duration::from_millis(20)).await;
@@ -301,7 +309,9 @@ async fn shard_main(
             break;
         }
     }
-    accept.cancel();
+    for a in &accepts {
+        a.cancel();
+    }
     let conns: Vec<u64> = shard.conns.borrow().keys().copied().collect();
     for conn in conns {
         shard.route(ShardMsg::Shutdown { conn });
