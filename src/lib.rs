@@ -7,5 +7,6 @@ pub mod admin;
 pub mod broker;
 pub mod config;
 pub mod net;
+pub mod server;
 pub mod shard;
 pub mod store;

@@ -1,9 +1,8 @@
 //! sluice: a thread-per-core AMQP 1.0 broker for Linux on glommio (io_uring).
 
-use sluice::admin;
 use sluice::config::{self, Command, LogFormat, Settings};
-use sluice::shard::{self, Global};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use sluice::shard::Global;
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -67,44 +66,9 @@ fn init_logging(format: LogFormat) {
 }
 
 fn run(settings: Settings) -> std::io::Result<()> {
-    if !settings.enable {
-        tracing::warn!("CONNECTORS_AMQP10_ENABLE=false: no AMQP listener; serving admin endpoints only");
-    }
-    let shards = settings.shards;
-    let global = Arc::new(Global {
-        admin: (0..shards).map(|_| Arc::new(crossbeam_queue::ArrayQueue::new(64))).collect(),
-        settings,
-        connections: AtomicUsize::new(0),
-        shutting_down: AtomicBool::new(false),
-        ready: AtomicUsize::new(0),
-        recovered: std::sync::Mutex::new(Vec::new()),
-        store_ok: (0..shards).map(|_| Arc::new(AtomicBool::new(true))).collect(),
-    });
-    // The admin endpoint comes first: /healthz answers 503 during recovery.
-    let _admin = admin::start(global.clone())?;
+    let global = sluice::server::global(settings);
     install_signals(global.clone())?;
-    if global.settings.durability == config::Durability::Fsync && global.settings.enable {
-        let recovered = sluice::store::startup::recover_all(&global.settings)?;
-        if let Ok(mut r) = global.recovered.lock() {
-            *r = recovered.into_iter().map(Some).collect();
-        }
-    }
-
-    tracing::info!(
-        shards,
-        amqp = %format!("{}:{}", global.settings.host, global.settings.port),
-        admin = %global.settings.admin_addr,
-        "sluice starting"
-    );
-    if global.settings.enable {
-        shard::run(global.clone())?;
-    } else {
-        while !global.shutting_down.load(Ordering::SeqCst) {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-    tracing::info!("sluice stopped");
-    Ok(())
+    sluice::server::serve(global)
 }
 
 /// SIGTERM/SIGINT: stop accepting, close every connection with

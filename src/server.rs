@@ -1,0 +1,53 @@
+//! Starting the whole broker: admin endpoint, store recovery, shards. Used by the
+//! binary and by anything that runs a broker in-process (the broker fuzz target).
+
+use crate::config::{Durability, Settings};
+use crate::shard::{self, Global};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The process-wide state for `settings`.
+pub fn global(settings: Settings) -> Arc<Global> {
+    let shards = settings.shards;
+    Arc::new(Global {
+        admin: (0..shards).map(|_| Arc::new(crossbeam_queue::ArrayQueue::new(64))).collect(),
+        settings,
+        connections: AtomicUsize::new(0),
+        shutting_down: AtomicBool::new(false),
+        ready: AtomicUsize::new(0),
+        recovered: std::sync::Mutex::new(Vec::new()),
+        store_ok: (0..shards).map(|_| Arc::new(AtomicBool::new(true))).collect(),
+    })
+}
+
+/// Run the broker until `global.shutting_down` is set and every shard has closed its
+/// connections.
+pub fn serve(global: Arc<Global>) -> std::io::Result<()> {
+    if !global.settings.enable {
+        tracing::warn!("CONNECTORS_AMQP10_ENABLE=false: no AMQP listener; serving admin endpoints only");
+    }
+    // The admin endpoint comes first: /healthz answers 503 during recovery.
+    let _admin = crate::admin::start(global.clone())?;
+    if global.settings.durability == Durability::Fsync && global.settings.enable {
+        let recovered = crate::store::startup::recover_all(&global.settings)?;
+        if let Ok(mut r) = global.recovered.lock() {
+            *r = recovered.into_iter().map(Some).collect();
+        }
+    }
+    tracing::info!(
+        shards = global.settings.shards,
+        amqp = %format!("{}:{}", global.settings.host, global.settings.port),
+        admin = %global.settings.admin_addr,
+        "sluice starting"
+    );
+    if global.settings.enable {
+        shard::run(global.clone())?;
+    } else {
+        while !global.shutting_down.load(Ordering::SeqCst) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    tracing::info!("sluice stopped");
+    Ok(())
+}
