@@ -37,6 +37,8 @@ pub enum ProtocolError {
     IdleTimeout,
     /// The peer did not finish the handshake in time.
     HandshakeTimeout,
+    /// Too many bytes before OPEN (pre-authentication traffic cap).
+    PreOpenLimit,
     /// A handle above handle-max.
     HandleAboveMax,
     /// ATTACH on a handle already in use (session; the reference calls it errant-link).
@@ -89,6 +91,9 @@ impl ProtocolError {
             IdleTimeout => (Scope::Connection, Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "idle timeout expired")),
             HandshakeTimeout => {
                 (Scope::Connection, Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "handshake not completed in time"))
+            }
+            PreOpenLimit => {
+                (Scope::Connection, Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "too much data before open"))
             }
             HandleAboveMax => (Scope::Connection, Error::new(condition::FRAMING_ERROR, "handle above handle-max")),
             HandleInUse(ch) => (Scope::Session(*ch), Error::new(condition::ERRANT_LINK, "handle already attached")),

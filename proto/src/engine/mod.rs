@@ -34,6 +34,8 @@ use std::collections::{HashMap, VecDeque};
 
 /// Largest frame accepted before OPEN has been negotiated (SASL frames included).
 pub const PRE_OPEN_MAX_FRAME_SIZE: u32 = 32 * 1024;
+/// Bytes a peer may send before its OPEN has been processed (headers, SASL, OPEN).
+pub const PRE_OPEN_MAX_BYTES: u64 = 64 * 1024;
 
 /// Bytes of a TRANSFER frame that are not payload, at most: frame header (8) and
 /// the performative with every field that the engine writes.
@@ -404,6 +406,8 @@ pub struct Connection {
     free_links: Vec<u32>,
     pending_disposition: Option<(u16, Disposition)>,
     window_dirty: bool,
+    /// Bytes received while the connection was not yet open.
+    pre_open_bytes: u64,
     now: u64,
     started_at: u64,
     last_rx: u64,
@@ -431,6 +435,7 @@ impl Connection {
             free_links: Vec::new(),
             pending_disposition: None,
             window_dirty: false,
+            pre_open_bytes: 0,
             now,
             started_at: now,
             last_rx: now,
@@ -479,6 +484,19 @@ impl Connection {
     pub fn handle_input(&mut self, data: &[u8], now: u64) {
         self.deframer.push(data);
         self.process(now);
+    }
+
+    /// Count bytes processed before the connection is open; error once over the cap
+    /// (pipelined frames after OPEN are not counted: they are processed after it).
+    fn pre_open_budget(&mut self, n: usize) -> Result<(), ProtocolError> {
+        if matches!(self.phase, Phase::Opened | Phase::Closing | Phase::Closed) {
+            return Ok(());
+        }
+        self.pre_open_bytes += n as u64;
+        if self.pre_open_bytes > PRE_OPEN_MAX_BYTES {
+            return Err(ProtocolError::PreOpenLimit);
+        }
+        Ok(())
     }
 
     /// Process the frames buffered in [`Self::read_buffer`].
@@ -610,10 +628,12 @@ impl Connection {
                 Phase::Closed | Phase::SaslDecision => return Ok(()),
                 Phase::Header { sasl_done } => {
                     let Some(h) = self.deframer.take_raw(8) else { return Ok(()) };
+                    self.pre_open_budget(8)?;
                     self.on_header(&h, sasl_done)?;
                 }
                 _ => {
                     let Some(frame) = self.deframer.next_frame()? else { return Ok(()) };
+                    self.pre_open_budget(frame.body.len() + 8)?;
                     self.on_frame(frame)?;
                 }
             }

@@ -275,7 +275,10 @@ fn frame_before_open_and_second_open_close_the_connection() {
     }
 
     let mut s = raw_server(Config::server("s"));
-    s.handle_input(&raw(0, Performative::Open(Box::new(Open { container_id: "again".into(), ..Default::default() })), &[]), 0);
+    s.handle_input(
+        &raw(0, Performative::Open(Box::new(Open { container_id: "again".into(), ..Default::default() })), &[]),
+        0,
+    );
     assert_eq!(local_error(&drain(&mut s)), Some((Scope::Connection, "amqp:not-allowed".into())));
     assert!(s.is_closed());
 }
@@ -286,7 +289,11 @@ fn max_frame_size_below_512_is_refused() {
     let mut input = AMQP_HEADER.to_vec();
     input.extend(raw(
         0,
-        Performative::Open(Box::new(Open { container_id: "x".into(), max_frame_size: Some(511), ..Default::default() })),
+        Performative::Open(Box::new(Open {
+            container_id: "x".into(),
+            max_frame_size: Some(511),
+            ..Default::default()
+        })),
         &[],
     ));
     s.handle_input(&input, 0);
@@ -800,4 +807,50 @@ fn arbitrary_bytes_after_handshake_never_panic() {
     // Known good value still decodes after all that: sanity check of the helpers.
     assert_eq!(DeliveryState::decode_exact(&[0x00, 0x53, 0x24, 0x45]), Ok(DeliveryState::Accepted));
     let _ = Accepted {};
+}
+
+#[test]
+fn pre_open_traffic_beyond_the_cap_closes_the_connection() {
+    // A server that leaves SASL decisions to the application, which never answers:
+    // the client keeps sending bytes that the engine must still count and refuse.
+    let mut cfg = Config::server("s");
+    cfg.sasl_mechanisms = vec![];
+    cfg.allow_no_sasl = true;
+    let mut s = Connection::new(cfg, 0);
+    s.handle_input(&AMQP_HEADER, 0);
+    // Heartbeats before OPEN are legal frames, and each one is counted.
+    let mut closed = false;
+    for _ in 0..(PRE_OPEN_MAX_BYTES / 8 + 2) {
+        s.handle_input(&[0, 0, 0, 8, 2, 0, 0, 0], 0);
+        if s.is_closed() {
+            closed = true;
+            break;
+        }
+    }
+    assert!(closed, "the connection should close beyond the pre-open cap");
+    assert!(matches!(local_error(&drain(&mut s)), Some((Scope::Connection, c)) if c == "amqp:resource-limit-exceeded"));
+}
+
+#[test]
+fn pipelined_frames_after_open_are_not_counted_as_pre_open_traffic() {
+    let mut input = AMQP_HEADER.to_vec();
+    input.extend(raw(0, Performative::Open(Box::new(Open { container_id: "p".into(), ..Default::default() })), &[]));
+    input.extend(raw(
+        0,
+        Performative::Begin(Begin {
+            next_outgoing_id: 0,
+            incoming_window: 10,
+            outgoing_window: 10,
+            ..Default::default()
+        }),
+        &[],
+    ));
+    // 200 KiB of pipelined (ignored) heartbeats right behind the OPEN.
+    for _ in 0..25_600 {
+        input.extend([0, 0, 0, 8, 2, 0, 0, 0]);
+    }
+    let mut s = Connection::new(Config::server("s"), 0);
+    s.handle_input(&input, 0);
+    assert!(s.is_open());
+    assert_eq!(local_error(&drain(&mut s)), None);
 }
