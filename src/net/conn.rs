@@ -1050,6 +1050,16 @@ impl Driver {
                 return;
             }
         };
+        // properties.user-id must name the authenticated identity (when SASL named one).
+        if let Some(identity) = &self.identity {
+            let user = message::properties(&raw).user_id;
+            if user.as_deref().is_some_and(|u| u != identity.as_bytes()) {
+                let why = "user-id does not match the authenticated identity".to_owned();
+                self.refuse_message(link, ack, (condition::UNAUTHORIZED_ACCESS, why));
+                self.top_up(link, window);
+                return;
+            }
+        }
         let msg = Msg { payload: d.payload, received_ms: now_ms() };
         let result = match target {
             ProduceTarget::Channel(key) => self.publish(key, raw, msg, ack),
