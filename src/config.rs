@@ -904,27 +904,15 @@ impl Key {
                 "a file path (empty: none)",
                 "JWT key: an HS256 secret or an RS256 public key (PEM).",
             ),
-            Key::AuthJwtAudience => (
-                "auth_jwt_audience",
-                "text",
-                "",
-                "any text (empty: not checked)",
-                "Audience a JWT must name.",
-            ),
-            Key::AuthCasbinModel => (
-                "auth_casbin_model",
-                "path",
-                "",
-                "a file path (empty: no authorization)",
-                "Casbin model file.",
-            ),
-            Key::AuthCasbinPolicy => (
-                "auth_casbin_policy",
-                "path",
-                "",
-                "a file path (empty: no authorization)",
-                "Casbin policy file.",
-            ),
+            Key::AuthJwtAudience => {
+                ("auth_jwt_audience", "text", "", "any text (empty: not checked)", "Audience a JWT must name.")
+            }
+            Key::AuthCasbinModel => {
+                ("auth_casbin_model", "path", "", "a file path (empty: no authorization)", "Casbin model file.")
+            }
+            Key::AuthCasbinPolicy => {
+                ("auth_casbin_policy", "path", "", "a file path (empty: no authorization)", "Casbin policy file.")
+            }
             Key::TlsCertFile => (
                 "tls_cert_file",
                 "path",
@@ -932,13 +920,7 @@ impl Key {
                 "a PEM file (empty: no TLS listener)",
                 "Server certificate chain for the TLS listener.",
             ),
-            Key::TlsKeyFile => (
-                "tls_key_file",
-                "path",
-                "",
-                "a PEM file",
-                "Server private key for the TLS listener.",
-            ),
+            Key::TlsKeyFile => ("tls_key_file", "path", "", "a PEM file", "Server private key for the TLS listener."),
             Key::TlsClientCaFile => (
                 "tls_client_ca_file",
                 "path",
