@@ -123,6 +123,22 @@ class _Recorder(Handler):
         w = self.h._links.get(event.link)
         if w is not None:
             w.remote_detached = True
+        if event.link.state & Endpoint.LOCAL_ACTIVE:
+            event.link.detach()
+
+    # Answer the broker's DETACH / END / CLOSE as stock clients do; the remote
+    # condition stays readable on the endpoint.
+    def on_link_remote_close(self, event):
+        if event.link.state & Endpoint.LOCAL_ACTIVE:
+            event.link.close()
+
+    def on_session_remote_close(self, event):
+        if event.session.state & Endpoint.LOCAL_ACTIVE:
+            event.session.close()
+
+    def on_connection_remote_close(self, event):
+        if event.connection.state & Endpoint.LOCAL_ACTIVE:
+            event.connection.close()
 
     def on_transport_error(self, event):
         t = event.transport

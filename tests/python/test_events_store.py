@@ -8,6 +8,7 @@ import time
 import pytest
 
 from amqp_harness import Delivery, ExpiryNever, LinkProperties, Message, uid
+from proton import Endpoint
 
 ACCEPTED = Delivery.ACCEPTED
 STALLED = "kubemq_amqp10_events_store_dropped_stalled_total"
@@ -135,6 +136,36 @@ def test_invalid_start_refused(broker, amqp, pos):
     assert cond is not None and cond.name == "amqp:invalid-field", cond
 
 
+# ------------------------------------------------------------------ shard placement (best effort)
+
+
+def home_shard(pattern, channel, shards=2):
+    """The channel's home shard as the broker computes it (FNV-1a of pattern/name)."""
+    h = 0x811C9DC5
+    for b in f"{pattern}/{channel}".encode():
+        h ^= b
+        h = (h * 0x01000193) & 0xFFFFFFFF
+    return h % shards
+
+
+def connect_on_shard(amqp, url, shard, container_id=None, tries=24):
+    """A connection accepted by `shard`, learnt from the shard id the broker puts in a
+    dynamic node's name (`_amqp10.tmp.<shard>-<conn>.<uuid>`). Best effort: falls back
+    to any connection if the name does not say."""
+    conn = None
+    for _ in range(tries):
+        conn = amqp.connect(url, container_id=container_id)
+        probe = conn.receiver(None, dynamic=True)
+        addr = probe.remote_address or ""
+        probe.close()
+        rest = addr[len("_amqp10.tmp."):] if addr.startswith("_amqp10.tmp.") else ""
+        head = rest.split("-", 1)[0]
+        if not head.isdigit() or int(head) == shard:
+            return conn
+        conn.close()
+    return conn
+
+
 # ------------------------------------------------------------------ durable subscriptions
 
 
@@ -205,21 +236,25 @@ def test_durable_resume_right_after_detach_loses_nothing(broker, amqp):
     # Events published after the client has seen the DETACH reply belong to the
     # next attach of the durable subscription; repeated to catch a race between
     # the DETACH reply and the subscription actually stopping.
-    ch = f"events-store/{uid('es')}"
+    chan = uid("es")
+    ch = f"events-store/{chan}"
     cid = uid("durable-client")
     name = uid("sub")
-    pub = amqp.connect(broker.url).sender(ch)
-    c = amqp.connect(broker.url, container_id=cid)
+    home = home_shard("events-store", chan)
+    # Publisher on the channel's home shard, subscriber on the other one: the
+    # subscriber's detach travels between shards while the publish does not.
+    pub = connect_on_shard(amqp, broker.url, home).sender(ch)
+    c = connect_on_shard(amqp, broker.url, 1 - home, container_id=cid)
     r = c.receiver(ch, name=name, options=durable(), credit=100)
     amqp.pump(0.2)
     lost = []
-    for cycle in range(20):
+    for cycle in range(10):
         r.close()
         batch = [f"c{cycle}-a", f"c{cycle}-b"]
         publish(pub, batch)
         r = c.receiver(ch, name=name, options=durable(), credit=100)
         try:
-            got = bodies(r.take(2, timeout=1.5))
+            got = bodies(r.take(2, timeout=1.0))
         except AssertionError:
             got = bodies(r.received)
         if got != batch:
@@ -229,14 +264,18 @@ def test_durable_resume_right_after_detach_loses_nothing(broker, amqp):
 
 def test_durable_claim_released_by_detach(broker, amqp):
     # Once the DETACH reply is in, the identity is free for another connection.
-    ch = f"events-store/{uid('es')}"
+    chan = uid("es")
+    ch = f"events-store/{chan}"
     cid = uid("durable-client")
     name = uid("sub")
-    conns = [amqp.connect(broker.url, container_id=cid) for _ in range(2)]
+    home = home_shard("events-store", chan)
+    # One connection on the home shard, one off it.
+    conns = [connect_on_shard(amqp, broker.url, 1 - home, container_id=cid),
+             connect_on_shard(amqp, broker.url, home, container_id=cid)]
     refused = []
     for cycle in range(20):
         r = conns[cycle % 2].receiver(ch, name=name, options=durable(), credit=10, wait=False)
-        amqp.wait(lambda: r.link.state & 0x20 or r.is_remote_closed(), 5, "attach reply")  # REMOTE_ACTIVE
+        amqp.wait(lambda: r.link.state & Endpoint.REMOTE_ACTIVE or r.is_remote_closed(), 5, "attach reply")
         amqp.pump(0.02)
         if r.is_remote_closed():
             refused.append((cycle, r.remote_condition and r.remote_condition.description))
