@@ -33,6 +33,7 @@ if not os.path.isabs(SLUICE_BIN):
     SLUICE_BIN = os.path.join(ROOT, SLUICE_BIN)
 
 PER_TEST_WATCHDOG_S = 90
+STARTUP_TIMEOUT_S = 10
 
 
 def free_port():
@@ -94,20 +95,27 @@ class Broker:
                                      stdin=subprocess.DEVNULL)
         self.url = f"amqp://127.0.0.1:{self.port}"
         self.admin = f"http://127.0.0.1:{self.admin_port}"
-        deadline = time.monotonic() + 10
+        started = time.monotonic()
+        deadline = started + STARTUP_TIMEOUT_S
+        last = None
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}:\n{self.log()}")
             try:
-                status, _ = self.get("/healthz", timeout=0.5)
+                status, body = self.get("/healthz", timeout=0.5)
+                last = (status, body)
                 if status == 200:
                     break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                pass
+            except (urllib.error.URLError, ConnectionError, OSError) as e:
+                last = repr(e)
             if time.monotonic() > deadline:
                 self.stop()
-                raise RuntimeError(f"broker not healthy within 10 s:\n{self.log()}")
+                raise RuntimeError(f"broker not healthy within {STARTUP_TIMEOUT_S} s (last /healthz: {last}):\n"
+                                   f"{self.log()}")
             time.sleep(0.05)
+        self.startup_s = time.monotonic() - started
+        if self.startup_s > 2:
+            sys.stderr.write(f"\nnote: broker took {self.startup_s:.1f} s to become healthy\n")
         # The AMQP listener too.
         while True:
             try:

@@ -73,7 +73,75 @@ def attach_frame(name, handle, address, client_is_sender=True, channel=0):
     return frame(described_list(ATTACH, fields), channel)
 
 
+def flow_frame(handle, link_credit, delivery_count=0, channel=0):
+    # next-incoming-id, incoming-window, next-outgoing-id, outgoing-window,
+    # handle, delivery-count, link-credit
+    fields = [uint(0), uint(2048), uint(0), uint(2048), uint(handle), uint(delivery_count), uint(link_credit)]
+    return frame(described_list(FLOW, fields), channel)
+
+
 _COND = re.compile(rb"amqp:[a-z:\-]+")
+
+
+class Described:
+    def __init__(self, descriptor, value):
+        self.descriptor, self.value = descriptor, value
+
+    def __repr__(self):
+        return f"Described({self.descriptor!r}, {self.value!r})"
+
+
+def decode(buf, i=0):
+    """One AMQP value at buf[i:] -> (value, next index). Enough for performatives."""
+    c = buf[i]
+    i += 1
+    fixed = {0x40: 0, 0x41: 0, 0x42: 0, 0x43: 0, 0x44: 0, 0x45: 0, 0x50: 1, 0x51: 1, 0x52: 1, 0x53: 1,
+             0x54: 1, 0x55: 1, 0x56: 1, 0x60: 2, 0x61: 2, 0x70: 4, 0x71: 4, 0x72: 4, 0x73: 4, 0x80: 8,
+             0x81: 8, 0x82: 8, 0x83: 8, 0x98: 16}
+    if c == 0x00:
+        d, i = decode(buf, i)
+        v, i = decode(buf, i)
+        return Described(d, v), i
+    if c in fixed:
+        n = fixed[c]
+        raw = buf[i:i + n]
+        i += n
+        if c == 0x40:
+            return None, i
+        if c in (0x41, 0x42):
+            return c == 0x41, i
+        if c in (0x43, 0x44):
+            return 0, i
+        if c == 0x45:
+            return [], i
+        if c == 0x56:
+            return raw[0] == 1, i
+        if c in (0x51, 0x54, 0x55, 0x61, 0x71, 0x81, 0x83):
+            return int.from_bytes(raw, "big", signed=True), i
+        return int.from_bytes(raw, "big"), i
+    if c in (0xa0, 0xa1, 0xa3, 0xb0, 0xb1, 0xb3):
+        w = 1 if c < 0xb0 else 4
+        n = int.from_bytes(buf[i:i + w], "big")
+        i += w
+        raw = buf[i:i + n]
+        i += n
+        return (bytes(raw) if c in (0xa0, 0xb0) else raw.decode()), i
+    if c in (0xc0, 0xd0, 0xc1, 0xd1):
+        w = 1 if c < 0xd0 else 4
+        count = int.from_bytes(buf[i + w:i + 2 * w], "big")
+        i += 2 * w
+        items = []
+        for _ in range(count):
+            v, i = decode(buf, i)
+            items.append(v)
+        if c in (0xc1, 0xd1):
+            return dict(zip(items[0::2], items[1::2])), i
+        return items, i
+    if c in (0xe0, 0xf0):
+        w = 1 if c == 0xe0 else 4
+        size = int.from_bytes(buf[i:i + w], "big")
+        return ("<array>",), i + w + size
+    raise ValueError(f"unsupported constructor 0x{c:02x}")
 
 
 class Frame:
@@ -84,6 +152,11 @@ class Frame:
         self.name = NAMES.get(self.code, "empty" if not body else f"0x{self.code}")
         m = _COND.search(body)
         self.condition = m.group(0).decode() if m else None
+
+    def fields(self):
+        """The performative's fields, decoded (list; absent trailing fields omitted)."""
+        v, _ = decode(self.body, 0)
+        return v.value if isinstance(v, Described) else v
 
     def __repr__(self):
         return f"<{self.name} ch={self.channel} cond={self.condition} {self.body[:80]!r}>"

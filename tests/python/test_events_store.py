@@ -343,3 +343,23 @@ def test_slow_consumer_with_credit_is_not_detached(broker_factory, amqp):
     assert not r.is_remote_closed(), r.remote_condition
     r.flow(10)
     assert bodies(r.take(4)) == ["e2", "e3", "e4", "e5"]
+
+
+def test_consumer_group_shares_one_cursor(broker, amqp):
+    ch = f"events-store/{uid('es')}"
+    c = amqp.connect(broker.url)
+    g = LinkProperties({"x-opt-kubemq-group": "workers", "x-opt-kubemq-start": "first"})
+    a = c.receiver(ch, options=g, credit=100)
+    b = amqp.connect(broker.url).receiver(ch, options=g, credit=100)
+    other = c.receiver(ch, options=LinkProperties({"x-opt-kubemq-group": "audit", "x-opt-kubemq-start": "first"}),
+                       credit=100)
+    amqp.pump(0.2)
+    pub = c.sender(ch)
+    n = 10
+    publish(pub, [f"e{i}" for i in range(n)])
+    amqp.wait(lambda: len(a.received) + len(b.received) >= n and len(other.received) >= n, 5, "group deliveries")
+    amqp.pump(0.3)
+    shared = bodies(a.received) + bodies(b.received)
+    assert sorted(shared) == sorted(f"e{i}" for i in range(n)), "each event once per group"
+    assert a.received and b.received, "group members must share the stream"
+    assert bodies(other.received) == [f"e{i}" for i in range(n)]

@@ -107,3 +107,46 @@ def test_sasl_header_echoed_then_anonymous(broker):
         assert b"ANONYMOUS" in data
     finally:
         s.close()
+
+
+def field(fields, i):
+    return fields[i] if i < len(fields) else None
+
+
+def open_and_begin(port):
+    c = raw.RawConn(port)
+    c.send(raw.AMQP_HEADER + raw.open_frame(uid("raw")) + raw.begin_frame(0))
+    assert c.read_header() == raw.AMQP_HEADER
+    frames = c.read_until("begin")
+    c.close()
+    opened = [f for f in frames if f.name == "open"][0].fields()
+    begun = frames[-1].fields()
+    return opened, begun
+
+
+def test_open_and_begin_numbers_default(broker):
+    # OPEN: container-id, hostname, max-frame-size, channel-max, idle-time-out
+    # BEGIN: remote-channel, next-outgoing-id, incoming-window, outgoing-window, handle-max
+    o, b = open_and_begin(broker.port)
+    assert field(o, 2) == 131072
+    assert field(o, 3) == 255
+    assert field(o, 4) == 60000
+    assert field(b, 0) == 0
+    assert field(b, 2) == 2048 and field(b, 3) == 2048
+    assert field(b, 4) == 255
+
+
+def test_open_and_begin_numbers_configured(broker_factory):
+    b = broker_factory(CONNECTORS_AMQP10_MAX_FRAME_SIZE="4096", CONNECTORS_AMQP10_SESSION_MAX="10",
+                       CONNECTORS_AMQP10_MAX_LINKS_PER_SESSION="8", CONNECTORS_AMQP10_IDLE_TIMEOUT_SECONDS="30")
+    o, bg = open_and_begin(b.port)
+    assert field(o, 2) == 4096
+    assert field(o, 3) == 9
+    assert field(o, 4) == 15000
+    assert field(bg, 4) == 7
+
+
+def test_idle_timeout_zero_not_advertised(broker_factory):
+    b = broker_factory(CONNECTORS_AMQP10_IDLE_TIMEOUT_SECONDS="0")
+    o, _ = open_and_begin(b.port)
+    assert field(o, 4) in (None, 0)

@@ -126,6 +126,35 @@ def test_unsettled_returned_exactly_once(broker, amqp, how):
         m.accept()
 
 
+def test_unsettled_returned_exactly_once_on_disconnect(broker, amqp):
+    # A raw client takes 3 deliveries and drops the TCP connection without CLOSE.
+    import raw_amqp as raw
+    ch = f"queues/{uid('q')}"
+    c = amqp.connect(broker.url)
+    publish(c, ch, ["a", "b", "c"])
+    rc = raw.handshake(broker.port, container_id=uid("raw"))
+    try:
+        rc.send(raw.begin_frame(0) + raw.attach_frame("raw-rcv", 0, ch, client_is_sender=False)
+                + raw.flow_frame(0, 3))
+        transfers = 0
+        for _ in range(40):
+            f = rc.read_frame(timeout=5)
+            assert f is not None, "no transfer"
+            assert f.name not in ("detach", "end", "close"), f
+            transfers += f.name == "transfer"
+            if transfers == 3:
+                break
+        assert transfers == 3
+    finally:
+        rc.close()
+    r2 = c.receiver(ch, credit=10)
+    again = r2.take(3)
+    amqp.pump(0.5)
+    assert r2.received == [], "an unsettled delivery came back more than once"
+    assert sorted(m.body for m in again) == ["a", "b", "c"]
+    assert all(m.message.delivery_count == 1 and m.message.first_acquirer is False for m in again)
+
+
 def test_settled_ones_not_returned_on_detach(broker, amqp):
     ch = f"queues/{uid('q')}"
     c = amqp.connect(broker.url)
