@@ -4,6 +4,7 @@
 //! benches can use them.
 
 pub mod admin;
+pub mod auth;
 pub mod broker;
 pub mod config;
 pub mod net;

@@ -66,7 +66,7 @@ fn init_logging(format: LogFormat) {
 }
 
 fn run(settings: Settings) -> std::io::Result<()> {
-    let global = sluice::server::global(settings);
+    let global = sluice::server::global(settings)?;
     install_signals(global.clone())?;
     sluice::server::serve(global)
 }

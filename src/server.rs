@@ -7,10 +7,20 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The process-wide state for `settings`.
-pub fn global(settings: Settings) -> Arc<Global> {
+/// The process-wide state for `settings`; fails on unusable auth files.
+pub fn global(settings: Settings) -> std::io::Result<Arc<Global>> {
     let shards = settings.shards;
-    Arc::new(Global {
+    let path = |s: &str| (!s.is_empty()).then(|| std::path::PathBuf::from(s));
+    let auth = crate::auth::AuthConfig {
+        enabled: settings.auth_enabled,
+        jwt_key_file: path(&settings.auth_jwt_key_file),
+        jwt_audience: (!settings.auth_jwt_audience.is_empty()).then(|| settings.auth_jwt_audience.clone()),
+        casbin_model: path(&settings.auth_casbin_model),
+        casbin_policy: path(&settings.auth_casbin_policy),
+    };
+    let auth = crate::auth::Authenticator::new(&auth).map_err(std::io::Error::other)?;
+    Ok(Arc::new(Global {
+        auth: Arc::new(auth),
         admin: (0..shards).map(|_| Arc::new(crossbeam_queue::ArrayQueue::new(64))).collect(),
         settings,
         connections: AtomicUsize::new(0),
@@ -18,7 +28,7 @@ pub fn global(settings: Settings) -> Arc<Global> {
         ready: AtomicUsize::new(0),
         recovered: std::sync::Mutex::new(Vec::new()),
         store_ok: (0..shards).map(|_| Arc::new(AtomicBool::new(true))).collect(),
-    })
+    }))
 }
 
 /// Run the broker until `global.shutting_down` is set and every shard has closed its

@@ -40,6 +40,10 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                 publish(&snaps);
                 publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
                 publish_store(&snaps, &global);
+                for (mechanism, ok, failed) in crate::auth::stats().snapshot() {
+                    counter!("sluice_auth_total", "mechanism" => mechanism, "outcome" => "success").absolute(ok);
+                    counter!("sluice_auth_total", "mechanism" => mechanism, "outcome" => "failure").absolute(failed);
+                }
                 (200, "text/plain; version=0.0.4", handle.render())
             }
             (tiny_http::Method::Get, "/api/amqp10/connections") => {

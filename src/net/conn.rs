@@ -32,6 +32,8 @@ const READ_MIN: usize = 4 * 1024;
 const READ_MAX: usize = 256 * 1024;
 /// Replies waiting in a dynamic node for credit, at most.
 const NODE_QUEUE_MAX: usize = 4096;
+/// How long a failed authentication waits before its outcome and the close.
+const AUTH_FAILURE_DELAY_MS: u64 = 1000;
 /// The selector filter keys.
 const SELECTOR_KEYS: [&str; 2] = ["apache.org:selector-filter:string", "jms-selector"];
 
@@ -134,6 +136,12 @@ struct Driver {
     client_cn: Option<String>,
     /// The authenticated client id, when SASL named one.
     identity: Option<String>,
+    /// When the credentials (a JWT's exp) run out, in ms since the epoch.
+    expires_at: Option<u64>,
+    /// A failed authentication is answered at this driver time.
+    auth_failed_at: Option<u64>,
+    /// Per-message Write checks of the anonymous terminus.
+    authz_cache: crate::auth::AuthzCache,
     started: Instant,
     shutting_down: bool,
 }
@@ -165,14 +173,10 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     cfg.max_message_size = s.max_message_size;
     cfg.session_window = 2048;
     // Offered in the reference's order: EXTERNAL (verified client certificate only),
-    // PLAIN, ANONYMOUS.
-    cfg.sasl_mechanisms = peer
-        .client_cn
-        .is_some()
-        .then(|| "EXTERNAL".to_owned())
-        .into_iter()
-        .chain(["PLAIN".to_owned(), "ANONYMOUS".to_owned()])
-        .collect();
+    // PLAIN, ANONYMOUS (only while authentication is disabled).
+    let auth = shard.global.auth.clone();
+    cfg.sasl_mechanisms = auth.mechanisms(peer.client_cn.as_deref()).into_iter().map(str::to_owned).collect();
+    cfg.allow_no_sasl = !auth.enabled();
     cfg.sasl_auto_accept = false;
     let started = Instant::now();
     let id = shard.next_conn_id();
@@ -208,6 +212,9 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         },
         client_cn: peer.client_cn,
         identity: None,
+        expires_at: None,
+        auth_failed_at: None,
+        authz_cache: crate::auth::AuthzCache::new(),
         started,
         shutting_down: false,
     };
@@ -301,6 +308,7 @@ impl Driver {
             self.engine.handle_timeout(now);
             self.expire_rpc();
             self.retry_topups();
+            self.auth_timers();
             self.handle_events();
             self.inbox.drain(&mut msgs);
             for m in msgs.drain(..) {
@@ -314,8 +322,37 @@ impl Driver {
         }
     }
 
+    /// Casbin check at attach time (always true when authorization is off).
+    fn authorized(&self, key: &ChannelKey, action: crate::auth::Action) -> bool {
+        let Some(resource) = crate::auth::authz_resource(key.pattern.as_str()) else { return true };
+        self.shard.global.auth.authorize(&self.info.client_id, resource, &key.name, action)
+    }
+
+    /// The per-message Write check of the anonymous terminus (LRU-cached).
+    fn authorized_message(&mut self, key: &ChannelKey) -> bool {
+        let Some(resource) = crate::auth::authz_resource(key.pattern.as_str()) else { return true };
+        let auth = self.shard.global.auth.clone();
+        let client = self.info.client_id.clone();
+        self.authz_cache.check(&auth, &client, resource, &key.name, now_ms())
+    }
+
+    fn auth_timers(&mut self) {
+        if self.auth_failed_at.is_some_and(|t| self.now() >= t) {
+            self.auth_failed_at = None;
+            self.engine.sasl_outcome(1);
+        }
+        if self.expires_at.is_some_and(|t| now_ms() >= t) {
+            self.expires_at = None;
+            self.count_error(Scope::Connection);
+            self.engine.close(Some(Error::new(condition::UNAUTHORIZED_ACCESS, "credentials expired")));
+        }
+    }
+
     fn next_deadline(&self) -> Option<u64> {
         let mut rpc = self.deadlines.peek().map(|Reverse((t, _))| self.to_local(*t));
+        for t in [self.auth_failed_at, self.expires_at.map(|e| self.to_local(e))].into_iter().flatten() {
+            rpc = Some(rpc.map_or(t, |r| r.min(t)));
+        }
         if !self.deferred_topups.is_empty() {
             let soon = self.now() + 2;
             rpc = Some(rpc.map_or(soon, |t| t.min(soon)));
@@ -430,36 +467,30 @@ impl Driver {
         }
     }
 
-    /// Authentication is disabled: any offered mechanism succeeds. EXTERNAL names
-    /// the client by its certificate CN, PLAIN by its username.
+    /// A sasl-init: EXTERNAL names the client by its certificate CN, PLAIN by its JWT
+    /// (or, with authentication disabled, by its username). A failure is answered
+    /// with outcome `auth` after a delay; the reason goes to the audit log only.
     fn on_sasl_init(&mut self, init: sluice_proto::types::SaslInit) {
-        let mechanism = init.mechanism.as_str().to_ascii_lowercase();
-        let ok = match mechanism.as_str() {
-            "external" => match &self.client_cn {
-                Some(cn) if !cn.is_empty() => {
-                    self.identity = Some(sanitize(cn, 256));
-                    true
-                }
-                _ => false,
-            },
-            "plain" => {
-                let resp = init.initial_response.as_deref().unwrap_or_default();
-                if resp.len() > 16 * 1024 {
-                    false
-                } else {
-                    let user = resp.split(|b| *b == 0).nth(1).unwrap_or_default();
-                    let user = sanitize(&String::from_utf8_lossy(user), 256);
-                    self.identity = (!user.is_empty()).then_some(user);
-                    true
-                }
+        let auth = self.shard.global.auth.clone();
+        let result = auth.authenticate(
+            init.mechanism.as_str(),
+            init.initial_response.as_deref(),
+            self.client_cn.as_deref(),
+            now_ms(),
+        );
+        match result {
+            Ok(id) => {
+                self.info.sasl = id.mechanism.as_str().to_owned();
+                self.identity = (!id.client_id.is_empty()).then(|| id.client_id.clone());
+                self.expires_at = id.expires_at;
+                crate::auth::audit_success(&id, &self.info.source_ip);
+                self.engine.sasl_outcome(0);
             }
-            "anonymous" => true,
-            _ => false,
-        };
-        if ok {
-            self.info.sasl = mechanism;
+            Err(e) => {
+                crate::auth::audit_failure(init.mechanism.as_str(), &self.info.source_ip, &e);
+                self.auth_failed_at = Some(self.now() + AUTH_FAILURE_DELAY_MS);
+            }
         }
-        self.engine.sasl_outcome(if ok { 0 } else { 1 });
     }
 
     fn count_error(&self, scope: Scope) {
@@ -551,7 +582,16 @@ impl Driver {
             Some(Target { address: Some(a), .. }) if !a.is_empty() => {
                 let hint = jms_hint(t_caps(&target));
                 match address::resolve(a, hint, self.settings().default_pattern) {
-                    Ok(Node::Channel(k)) => (ProduceTarget::Channel(k), a.clone()),
+                    Ok(Node::Channel(k)) => {
+                        if !self.authorized(&k, crate::auth::Action::Write) {
+                            return self.refuse(
+                                link,
+                                condition::UNAUTHORIZED_ACCESS,
+                                format!("not authorized for {}", k.name),
+                            );
+                        }
+                        (ProduceTarget::Channel(k), a.clone())
+                    }
                     Ok(Node::Responses(id)) => (ProduceTarget::Responses(id), a.clone()),
                     Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => (ProduceTarget::Node(n), a.clone()),
                     Ok(Node::Dynamic(_)) => return self.refuse(link, condition::NOT_FOUND, "unknown dynamic node"),
@@ -647,6 +687,9 @@ impl Driver {
             }
             Err(why) => return self.refuse(link, condition::NOT_FOUND, why),
         };
+        if !self.authorized(&key, crate::auth::Action::Read) {
+            return self.refuse(link, condition::UNAUTHORIZED_ACCESS, format!("not authorized for {}", key.name));
+        }
         let selector_text = source.filter.as_ref().and_then(selector_text);
         let mut selector = None;
         if let Some(text) = &selector_text {
@@ -1070,6 +1113,9 @@ impl Driver {
                 match to {
                     None => Err((condition::PRECONDITION_FAILED, "message has no 'to' address".to_owned())),
                     Some(to) => match address::resolve(&to, None, self.settings().default_pattern) {
+                        Ok(Node::Channel(key)) if !self.authorized_message(&key) => {
+                            Err((condition::UNAUTHORIZED_ACCESS, format!("not authorized for {}", key.name)))
+                        }
                         Ok(Node::Channel(key)) => self.publish(key, raw, msg, ack),
                         Ok(Node::Responses(id)) => self.rpc_response(&id, msg, ack),
                         Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => self.deliver_to_node(&n, msg, ack),

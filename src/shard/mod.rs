@@ -36,6 +36,8 @@ pub struct Global {
     pub admin: Vec<Arc<crossbeam_queue::ArrayQueue<AdminRequest>>>,
     /// Shards that finished start-up (listener bound).
     pub ready: AtomicUsize,
+    /// Authentication and authorization (shared, read-only).
+    pub auth: Arc<crate::auth::Authenticator>,
     /// Per shard: its store can write (produce credit towards its channels stops when not).
     pub store_ok: Vec<std::sync::Arc<AtomicBool>>,
     /// What recovery found, per shard; each shard takes its own at start-up.
