@@ -287,30 +287,12 @@ impl Home {
                     s.consumed(sub, next_seq);
                 }
             }
-            ShardMsg::Unsubscribe { key, sub, stalled } => match key.pattern {
-                Pattern::Queues => {
-                    let max = self.max_receive_count;
-                    if let Some(q) = self.queues.get_mut(&key) {
-                        q.unsubscribe(&key, sub, max, out);
-                        q.dispatch(now_ms, out);
-                    }
+            ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm } => {
+                self.unsubscribe(key, sub, stalled, resume_at, out);
+                if confirm {
+                    out.push(ShardMsg::UnsubscribeDone { sub });
                 }
-                Pattern::Events => {
-                    if let Some(e) = self.events.get_mut(&key) {
-                        e.subs.retain(|s| s.sub != sub);
-                    }
-                }
-                Pattern::EventsStore => {
-                    if let Some(s) = self.stores.get_mut(&key) {
-                        s.unsubscribe(sub, stalled);
-                    }
-                }
-                Pattern::Commands | Pattern::Queries => {
-                    if let Some(r) = self.rpcs.get_mut(&key) {
-                        r.responders.retain(|s| s.sub != sub);
-                    }
-                }
-            },
+            }
             ShardMsg::RingSpace { key, sub } => {
                 if let Some(s) = self.stores.get_mut(&key) {
                     if let Some(i) = s.readers.iter().position(|r| r.members.iter().any(|m| m.sub == sub)) {
@@ -330,6 +312,41 @@ impl Home {
             }
             // Connection-bound messages never reach the home.
             _ => {}
+        }
+    }
+
+    fn unsubscribe(
+        &mut self,
+        key: ChannelKey,
+        sub: SubRef,
+        stalled: bool,
+        resume_at: Option<u64>,
+        out: &mut Vec<ShardMsg>,
+    ) {
+        let now_ms = super::now_ms();
+        match key.pattern {
+            Pattern::Queues => {
+                let max = self.max_receive_count;
+                if let Some(q) = self.queues.get_mut(&key) {
+                    q.unsubscribe(&key, sub, max, out);
+                    q.dispatch(now_ms, out);
+                }
+            }
+            Pattern::Events => {
+                if let Some(e) = self.events.get_mut(&key) {
+                    e.subs.retain(|s| s.sub != sub);
+                }
+            }
+            Pattern::EventsStore => {
+                if let Some(s) = self.stores.get_mut(&key) {
+                    s.unsubscribe(sub, stalled, resume_at);
+                }
+            }
+            Pattern::Commands | Pattern::Queries => {
+                if let Some(r) = self.rpcs.get_mut(&key) {
+                    r.responders.retain(|s| s.sub != sub);
+                }
+            }
         }
     }
 
@@ -1088,14 +1105,18 @@ impl StoreChan {
         }
     }
 
-    fn unsubscribe(&mut self, sub: SubRef, stalled: bool) {
+    fn unsubscribe(&mut self, sub: SubRef, stalled: bool, resume_at: Option<u64>) {
         let Some(i) = self.readers.iter().position(|r| r.members.iter().any(|m| m.sub == sub)) else { return };
         let r = &mut self.readers[i];
         r.members.retain(|m| m.sub != sub);
         if stalled {
-            // The event that found the window full is lost with it.
+            // The event that found the window full is lost with it (the reference).
             r.next += 1;
             r.waiting = false;
+        } else if let (Some(first_unsent), true) = (resume_at, r.members.is_empty()) {
+            // A plain detach: what was in the window but never sent is sent again on
+            // re-attach (a group keeps its cursor: other members go on from it).
+            r.next = r.next.min(first_unsent);
         }
         if let Some(id) = r.durable.clone() {
             if !r.hold {

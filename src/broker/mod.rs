@@ -171,6 +171,12 @@ pub enum ShardMsg {
         /// It was detached for a credit stall: the message that found the ring full
         /// is lost too, and a durable cursor moves past it.
         stalled: bool,
+        /// Events-store: the first sequence number the link had not sent (a durable
+        /// subscription resumes there); None when it sent everything it was given.
+        resume_at: Option<u64>,
+        /// Answer with [`ShardMsg::UnsubscribeDone`] (the connection holds its DETACH
+        /// reply until the subscription is released).
+        confirm: bool,
     },
     /// Lossless events-store: every event before `next_seq` has been sent.
     Consumed {
@@ -221,6 +227,11 @@ pub enum ShardMsg {
         sub: SubRef,
         /// Ok: the ring for events-store. Err: (condition, description).
         result: Result<Option<Arc<StoreRing>>, (&'static str, String)>,
+    },
+    /// The subscription is released.
+    UnsubscribeDone {
+        /// The link.
+        sub: SubRef,
     },
     /// A message for a consume link.
     Deliver {
@@ -283,6 +294,7 @@ impl ShardMsg {
             | ShardMsg::RpcRequest { key, .. } => key.home(shards),
             ShardMsg::PublishDone { ack, .. } => ack.link.shard as usize,
             ShardMsg::SubscribeDone { sub, .. }
+            | ShardMsg::UnsubscribeDone { sub }
             | ShardMsg::Deliver { sub, .. }
             | ShardMsg::DrainDone { sub }
             | ShardMsg::RingReady { sub }
@@ -297,6 +309,7 @@ impl ShardMsg {
         match self {
             ShardMsg::PublishDone { ack, .. } => Some(ack.link.conn),
             ShardMsg::SubscribeDone { sub, .. }
+            | ShardMsg::UnsubscribeDone { sub }
             | ShardMsg::Deliver { sub, .. }
             | ShardMsg::DrainDone { sub }
             | ShardMsg::RingReady { sub }

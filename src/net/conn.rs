@@ -142,6 +142,8 @@ struct Driver {
     auth_failed_at: Option<u64>,
     /// Per-message Write checks of the anonymous terminus.
     authz_cache: crate::auth::AuthzCache,
+    /// Durable links whose DETACH answer waits for the home: serial -> engine link.
+    detaching: HashMap<u64, LinkId>,
     started: Instant,
     shutting_down: bool,
 }
@@ -215,6 +217,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         expires_at: None,
         auth_failed_at: None,
         authz_cache: crate::auth::AuthzCache::new(),
+        detaching: HashMap::new(),
         started,
         shutting_down: false,
     };
@@ -785,6 +788,9 @@ impl Driver {
             *h = hold;
         }
         let sub = self.sub(ctx.serial);
+        if ctx.durable {
+            self.engine.defer_detach_reply(link);
+        }
         self.serials.insert(ctx.serial, link);
         self.links.insert(link, ctx);
         self.shard.route(ShardMsg::Subscribe { key, sub, spec: Box::new(spec) });
@@ -1043,6 +1049,11 @@ impl Driver {
         }
     }
 
+    /// True while the engine still holds the link (its DETACH answer is pending).
+    fn engine_link_open(&self, link: LinkId) -> bool {
+        self.engine.link_info(link).is_some()
+    }
+
     fn on_detached(&mut self, link: LinkId) {
         let Some(ctx) = self.links.remove(&link) else { return };
         self.serials.remove(&ctx.serial);
@@ -1053,8 +1064,15 @@ impl Driver {
                 if subscribed {
                     gauge(&self.shard.counters.links_sender, -1);
                 }
-                let _ = ring;
-                self.shard.route(ShardMsg::Unsubscribe { key, sub, stalled });
+                // The first event the link was given but never sent.
+                let resume_at = ring.and_then(|r| r.ring.pop()).map(|(seq, _)| seq);
+                // A durable link's DETACH is answered once the home has released the
+                // subscription, so a re-attach right after it finds it free.
+                let confirm = ctx.durable && self.engine_link_open(link);
+                if confirm {
+                    self.detaching.insert(ctx.serial, link);
+                }
+                self.shard.route(ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm });
             }
             LinkKind::NodeConsume { node } => {
                 gauge(&self.shard.counters.links_sender, -1);
@@ -1385,6 +1403,11 @@ impl Driver {
                 self.engine.disposition(link, ack.delivery_id, true, Some(state));
             }
             ShardMsg::SubscribeDone { sub, result } => self.on_subscribed(sub.link, result),
+            ShardMsg::UnsubscribeDone { sub } => {
+                if let Some(link) = self.detaching.remove(&sub.link) {
+                    self.engine.complete_detach(link);
+                }
+            }
             ShardMsg::Deliver { sub, token, msg, receive_count, settled } => {
                 self.on_deliver(sub.link, token, msg, receive_count, settled)
             }

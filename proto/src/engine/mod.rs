@@ -85,6 +85,11 @@ pub struct Config {
     pub session_window: u32,
     /// Highest link handle we accept per session.
     pub handle_max: u32,
+    /// Handles and channels this far above handle-max / channel-max are still
+    /// accepted (a client may pipeline ATTACHes and BEGINs before it has seen our
+    /// limits), so the application can refuse them at link or session scope; beyond
+    /// it, the connection closes with framing-error. Bounds what a peer can make us keep.
+    pub limit_grace: u32,
     /// Largest incoming message, in bytes.
     pub max_message_size: u64,
     /// Server: SASL mechanisms offered (empty: SASL refused).
@@ -115,6 +120,7 @@ impl Config {
             handshake_timeout_ms: 10_000,
             session_window: 2048,
             handle_max: 1023,
+            limit_grace: 64,
             max_message_size: 100 * 1024 * 1024,
             sasl_mechanisms: vec!["ANONYMOUS".into(), "PLAIN".into()],
             allow_no_sasl: true,
@@ -336,6 +342,11 @@ enum LinkState {
     Attached,
     /// We sent DETACH; waiting for the peer's.
     DetachSent,
+    /// The peer detached; our answer waits for [`Connection::complete_detach`].
+    DetachReceived {
+        /// The peer's closed flag, echoed in the answer.
+        closed: bool,
+    },
 }
 
 #[derive(Debug)]
@@ -365,6 +376,8 @@ struct Link {
     max_message_size: u64,
     peer_max_message_size: u64,
     partial: Option<Partial>,
+    /// Answer the peer's DETACH only when the application says so.
+    defer_detach: bool,
 }
 
 /// Read-only view of a link's flow state (for admin endpoints and tests).
@@ -862,7 +875,7 @@ impl Connection {
     }
 
     fn on_begin(&mut self, channel: u16, begin: Begin) -> Result<(), ProtocolError> {
-        if channel > self.channel_max {
+        if channel as u32 > self.channel_max as u32 + self.config.limit_grace {
             return Err(ProtocolError::BadChannel("channel above channel-max"));
         }
         if self.remote_channels.contains_key(&channel) {
@@ -929,7 +942,7 @@ impl Connection {
         if let Some(i) = self.sessions.iter().position(Option::is_none) {
             return Some(i as u16);
         }
-        if self.sessions.len() > self.channel_max as usize {
+        if self.sessions.len() > self.channel_max as usize + self.config.limit_grace as usize {
             return None;
         }
         self.sessions.push(None);
@@ -937,7 +950,7 @@ impl Connection {
     }
 
     fn on_attach(&mut self, ch: u16, a: Attach) -> Result<(), ProtocolError> {
-        if a.handle > self.config.handle_max {
+        if a.handle as u64 > self.config.handle_max as u64 + self.config.limit_grace as u64 {
             return Err(ProtocolError::HandleAboveMax);
         }
         let s = self.session(ch).ok_or(ProtocolError::IllegalState("no session"))?;
@@ -993,6 +1006,7 @@ impl Connection {
             max_message_size,
             peer_max_message_size: a.max_message_size.filter(|m| *m > 0).unwrap_or(u64::MAX),
             partial: None,
+            defer_detach: false,
         };
         let id = self.alloc_link(link);
         if let Some(s) = self.session_mut(ch) {
@@ -1042,7 +1056,7 @@ impl Connection {
             return Ok(());
         };
         let Some(l) = self.link_mut(id) else { return Ok(()) };
-        if l.state == LinkState::DetachSent {
+        if matches!(l.state, LinkState::DetachSent | LinkState::DetachReceived { .. }) {
             return Ok(());
         }
         match l.role {
@@ -1089,7 +1103,7 @@ impl Connection {
         let id = self.remote_link(ch, t.handle).map_err(|_| ProtocolError::ErrantTransfer(ch))?;
         let Some(l) = self.link_mut(id) else { return Ok(()) };
         match l.state {
-            LinkState::DetachSent => return Ok(()), // in flight when we detached
+            LinkState::DetachSent | LinkState::DetachReceived { .. } => return Ok(()), // in flight at the detach
             LinkState::AttachReceived => {
                 return Err(ProtocolError::Link(
                     id,
@@ -1240,6 +1254,14 @@ impl Connection {
         let id = self.remote_link(ch, d.handle)?;
         let Some(l) = self.link(id) else { return Ok(()) };
         let we_detached = l.state == LinkState::DetachSent;
+        if !we_detached && l.defer_detach && l.local_handle.is_some() {
+            if let Some(l) = self.link_mut(id) {
+                l.state = LinkState::DetachReceived { closed: d.closed() };
+                l.partial = None;
+            }
+            self.events.push_back(Event::Detached { link: id, closed: d.closed(), error: d.error, local: false });
+            return Ok(());
+        }
         if !we_detached {
             if let Some(h) = l.local_handle {
                 let reply = Detach { handle: h, closed: Some(d.closed()), error: None };
@@ -1381,6 +1403,7 @@ impl Connection {
             max_message_size: self.config.max_message_size,
             peer_max_message_size: u64::MAX,
             partial: None,
+            defer_detach: false,
         };
         let id = self.alloc_link(link);
         if let Some(s) = self.session_mut(ch) {
@@ -1394,7 +1417,9 @@ impl Connection {
         if !self.is_open() {
             return Err(UsageError::NotOpen);
         }
-        let handle_max = self.config.handle_max;
+        // Our own limit with its grace (links the application may still refuse), and
+        // never above what the peer accepts.
+        let handle_max = self.config.handle_max.saturating_add(self.config.limit_grace);
         let s = self.session_mut(ch).ok_or(UsageError::UnknownEndpoint)?;
         if s.state != SessionState::Mapped && s.state != SessionState::BeginSent {
             return Err(UsageError::UnknownEndpoint);
@@ -1453,6 +1478,25 @@ impl Connection {
         self.attach_reply(id, Attach::default())?;
         self.detach(id, Some(error));
         Ok(())
+    }
+
+    /// Hold the answer to the peer's DETACH of this link until [`Self::complete_detach`]
+    /// (for links whose teardown must finish elsewhere first).
+    pub fn defer_detach_reply(&mut self, id: LinkId) {
+        if let Some(l) = self.link_mut(id) {
+            l.defer_detach = true;
+        }
+    }
+
+    /// Answer a DETACH held by [`Self::defer_detach_reply`] and forget the link.
+    pub fn complete_detach(&mut self, id: LinkId) {
+        let Some(l) = self.link(id) else { return };
+        let LinkState::DetachReceived { closed } = l.state else { return };
+        let (ch, handle) = (l.channel, l.local_handle);
+        if let Some(h) = handle {
+            self.write(ch, &Performative::Detach(Detach { handle: h, closed: Some(closed), error: None }), &[]);
+        }
+        self.free_link(id);
     }
 
     /// Detach (close) a link. An error is reported to the peer; our own

@@ -314,10 +314,11 @@ fn oversized_frame_closes_with_framing_error() {
 fn channel_above_channel_max_closes() {
     let mut cfg = Config::server("s");
     cfg.channel_max = 3;
+    cfg.limit_grace = 2;
     let mut s = raw_server(cfg);
     s.handle_input(
         &raw(
-            4,
+            6,
             Performative::Begin(Begin {
                 next_outgoing_id: 0,
                 incoming_window: 1,
