@@ -7,17 +7,21 @@
 #
 # usage: perf/compare.sh            (about 6-8 minutes on 2 cores)
 #   SCALE=0.2 perf/compare.sh       smaller counts (quick check)
-#   RABBIT_TIMEOUT=40               cap, in seconds, of each RabbitMQ run (it is ~100x slower)
+#   RABBIT_TIMEOUT=30               cap, in seconds, of each RabbitMQ run (it is ~100x slower)
 #   SLUICE_SHARDS=1                 passed to sluice (default: one shard per core)
 #   KEEP=1                          keep the work directory (raw JSON, logs)
+#   SOURCE=head                     measure HEAD (built in a clean snapshot) instead of the
+#                                   working tree; also the fallback when the working tree
+#                                   does not build
 #
 # Installs Debian's rabbitmq-server when missing (apt-get) and enables rabbitmq_amqp1_0.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
+export ROOT
 cd "$ROOT"
 SCALE=${SCALE:-1}
-RABBIT_TIMEOUT=${RABBIT_TIMEOUT:-40}
+RABBIT_TIMEOUT=${RABBIT_TIMEOUT:-30}
 RESULTS=${RESULTS:-$ROOT/perf/RESULTS.md}
 WORK=$(mktemp -d /tmp/sluice-compare.XXXXXX)
 chmod 755 "$WORK"
@@ -44,15 +48,35 @@ cleanup() {
     if [ -n "$RABBIT_NODE" ]; then
         rabbitmqctl -q -n "$RABBIT_NODE" stop >/dev/null 2>&1
     fi
+    if [ -d "$WORK/head" ]; then git -C "$ROOT" worktree remove --force "$WORK/head"; fi
     if [ "${KEEP:-0}" != 1 ]; then rm -rf "$WORK"; else log "kept $WORK"; fi
 }
 trap cleanup EXIT
 
 # ------------------------------------------------------------------ build
-log "building sluice and sluice-perf (release)"
-cargo build --release -p sluice -p sluice-perf >&2
-# Private copies: other builds may replace target/release while we run.
-cp target/release/sluice target/release/sluice-perf "$WORK/"
+# The working tree is measured when it builds. Otherwise (someone is in the middle of
+# an edit) HEAD is built from a clean snapshot in its own target directory.
+SOURCE=${SOURCE:-worktree}
+if [ "$SOURCE" = worktree ]; then
+    log "building sluice and sluice-perf (release) from the working tree"
+    if cargo build --release -p sluice -p sluice-perf >&2; then
+        BIN=target/release
+        SOURCE_DESC="working tree"
+    else
+        log "the working tree does not build: measuring HEAD instead"
+        SOURCE=head
+    fi
+fi
+if [ "$SOURCE" = head ]; then
+    log "building HEAD ($(git rev-parse --short HEAD)) in a clean snapshot (target/compare)"
+    git worktree add --detach "$WORK/head" HEAD >&2
+    (cd "$WORK/head" && CARGO_TARGET_DIR="$ROOT/target/compare" cargo build --release -p sluice -p sluice-perf >&2)
+    git worktree remove --force "$WORK/head" >&2
+    BIN=target/compare/release
+    SOURCE_DESC="HEAD snapshot"
+fi
+# Private copies: other builds may replace the binaries while we run.
+cp "$BIN/sluice" "$BIN/sluice-perf" "$WORK/"
 PERF="$WORK/sluice-perf"
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
@@ -65,31 +89,67 @@ fi
 rabbitmq-plugins enable --offline rabbitmq_amqp1_0 >/dev/null 2>&1 || rabbitmq-plugins enable rabbitmq_amqp1_0 >&2
 RABBIT_PORT=$(free_port)
 RABBIT_DIST=$(free_port)
-RABBIT_NODE="sluiceperf$$@localhost"
-mkdir -p "$WORK/rabbit/mnesia" "$WORK/rabbit/log"
-chown -R rabbitmq:rabbitmq "$WORK/rabbit" 2>/dev/null || true
-log "starting RabbitMQ node $RABBIT_NODE on 127.0.0.1:$RABBIT_PORT"
-RABBITMQ_NODENAME=$RABBIT_NODE RABBITMQ_NODE_IP_ADDRESS=127.0.0.1 RABBITMQ_NODE_PORT=$RABBIT_PORT \
-RABBITMQ_DIST_PORT=$RABBIT_DIST RABBITMQ_MNESIA_BASE=$WORK/rabbit/mnesia RABBITMQ_LOG_BASE=$WORK/rabbit/log \
-RABBITMQ_PID_FILE=$WORK/rabbit/pid \
-    rabbitmq-server -detached >&2
-rabbitmqctl -q -n "$RABBIT_NODE" wait --timeout 60 "$WORK/rabbit/pid" >&2
-wait_port 127.0.0.1 "$RABBIT_PORT" 60 || { log "RabbitMQ did not open its port"; exit 1; }
-RABBIT_PID=$(cat "$WORK/rabbit/pid")
-RABBIT_VERSION=$(rabbitmqctl -q -n "$RABBIT_NODE" version 2>/dev/null || echo "?")
+RABBIT_NODE=""
 RABBIT_URL="amqp://guest:guest@127.0.0.1:$RABBIT_PORT"
+RABBIT_STARTS=0
+mkdir -p "$WORK/rabbit/log"
+chown -R rabbitmq:rabbitmq "$WORK/rabbit" 2>/dev/null || true
+
+# A fresh RabbitMQ node (empty Mnesia directory) per scenario: a run that hits the cap
+# leaves a backlog whose clean-up and memory alarms would slow down the next one.
+start_rabbit() {
+    RABBIT_STARTS=$(( RABBIT_STARTS + 1 ))
+    RABBIT_NODE="sluiceperf$$-$RABBIT_STARTS@localhost"
+    local env=(HOME=/var/lib/rabbitmq RABBITMQ_NODENAME="$RABBIT_NODE" RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+               RABBITMQ_NODE_PORT="$RABBIT_PORT" RABBITMQ_DIST_PORT="$RABBIT_DIST"
+               RABBITMQ_MNESIA_BASE="$WORK/rabbit/mnesia-$RABBIT_STARTS" RABBITMQ_LOG_BASE="$WORK/rabbit/log"
+               RABBITMQ_PID_FILE="$WORK/rabbit/pid")
+    if command -v setpriv >/dev/null && id rabbitmq >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+        # setpriv keeps our open-files limit (the wrapper's `su` resets it to 1024,
+        # which caps RabbitMQ at ~830 connections).
+        (cd /var/lib/rabbitmq && setpriv --reuid rabbitmq --regid rabbitmq --init-groups \
+            env "${env[@]}" /usr/lib/rabbitmq/bin/rabbitmq-server -detached) >&2
+    else
+        env "${env[@]}" rabbitmq-server -detached >&2
+    fi
+    rabbitmqctl -q -n "$RABBIT_NODE" wait --timeout 60 "$WORK/rabbit/pid" >&2
+    wait_port 127.0.0.1 "$RABBIT_PORT" 60 || { log "RabbitMQ did not open its port"; exit 1; }
+    RABBIT_PID=$(cat "$WORK/rabbit/pid")
+}
+stop_rabbit() {
+    if [ -n "$RABBIT_NODE" ]; then
+        rabbitmqctl -q -n "$RABBIT_NODE" stop >/dev/null 2>&1 || true
+        RABBIT_NODE=""
+    fi
+    rm -rf "$WORK/rabbit/mnesia-$RABBIT_STARTS"
+}
 
 # ------------------------------------------------------------------ sluice
 SLUICE_PORT=$(free_port)
 SLUICE_ADMIN=$(free_port)
-log "starting sluice on 127.0.0.1:$SLUICE_PORT"
+SLUICE_URL="amqp://127.0.0.1:$SLUICE_PORT"
 SLUICE_ARGS=(--host 127.0.0.1 --port "$SLUICE_PORT" --tls-port 0 --admin-addr "127.0.0.1:$SLUICE_ADMIN"
              --data-dir "$WORK/sluice-data" --max-connections 20000)
 [ -n "${SLUICE_SHARDS:-}" ] && SLUICE_ARGS+=(--shards "$SLUICE_SHARDS")
-RUST_LOG=warn "$WORK/sluice" "${SLUICE_ARGS[@]}" >"$WORK/sluice.log" 2>&1 &
-SLUICE_PID=$!
-wait_port 127.0.0.1 "$SLUICE_PORT" 30 || { log "sluice did not open its port"; cat "$WORK/sluice.log" >&2; exit 1; }
-SLUICE_URL="amqp://127.0.0.1:$SLUICE_PORT"
+# A fresh sluice per scenario too, for symmetry.
+start_sluice() {
+    stop_sluice
+    rm -rf "$WORK/sluice-data"
+    RUST_LOG=warn "$WORK/sluice" "${SLUICE_ARGS[@]}" >>"$WORK/sluice.log" 2>&1 &
+    SLUICE_PID=$!
+    wait_port 127.0.0.1 "$SLUICE_PORT" 30 || { log "sluice did not open its port"; cat "$WORK/sluice.log" >&2; exit 1; }
+}
+stop_sluice() {
+    if [ -n "$SLUICE_PID" ]; then
+        kill -TERM "$SLUICE_PID" 2>/dev/null || true
+        wait "$SLUICE_PID" 2>/dev/null || true
+        SLUICE_PID=""
+    fi
+}
+
+log "RabbitMQ nodes on 127.0.0.1:$RABBIT_PORT, sluice on 127.0.0.1:$SLUICE_PORT (restarted for each scenario)"
+start_rabbit
+RABBIT_VERSION=$(rabbitmqctl -q -n "$RABBIT_NODE" version 2>/dev/null || echo "?")
 
 # ------------------------------------------------------------------ runs
 mkdir -p "$WORK/out"
@@ -99,8 +159,10 @@ LOADAVG_START=$(cut -d' ' -f1-3 /proc/loadavg)
 run() {
     local name=$1 broker=$2; shift 2
     local url pid extra=()
-    if [ "$broker" = sluice ]; then url=$SLUICE_URL; pid=$SLUICE_PID; else
-        url=$RABBIT_URL; pid=$RABBIT_PID; extra=(--timeout "$RABBIT_TIMEOUT"); fi
+    if [ "$broker" = sluice ]; then url=$SLUICE_URL; else
+        url=$RABBIT_URL; extra=(--timeout "${RUN_TIMEOUT:-$RABBIT_TIMEOUT}"); fi
+    if [ "$broker" = sluice ]; then stop_rabbit; start_sluice; pid=$SLUICE_PID; else
+        stop_sluice; if [ -z "$RABBIT_NODE" ]; then start_rabbit; fi; pid=$RABBIT_PID; fi
     log "$name on $broker: sluice-perf $* ${extra[*]}"
     "$PERF" "$@" --url "$url" --broker-pid "$pid" --label "$broker" "${extra[@]}" --json \
         >"$WORK/out/$name.$broker.json" 2>"$WORK/out/$name.$broker.err" || log "  ($name on $broker reported a failure)"
@@ -149,7 +211,7 @@ for b in sluice rabbit; do
     max=$(rate_of "$WORK/out/events.$b.json")
     half=$(( max / 2 )); [ "$half" -lt 1000 ] && half=1000
     if [ "$b" = sluice ]; then addr='events/cmp-lat-{run}'; else addr='/topic/cmp-lat-{run}'; fi
-    run latency "$b" events --size 100 --credit 65536 --rate "$half" --duration 5 --address "$addr"
+    RUN_TIMEOUT=20 run latency "$b" events --size 100 --credit 65536 --rate "$half" --duration 5 --address "$addr"
 done
 
 # The independent client: rhea (faster than python-qpid-proton here), same events scenario.
@@ -157,24 +219,29 @@ RHEA_COUNT=$(n 300000)
 RHEA_CMD_S="node perf/node/events_presettled.js $SLUICE_URL events/cmp-rhea-$$ $RHEA_COUNT 100 10000"
 RHEA_CMD_R="node perf/node/events_presettled.js $RABBIT_URL /topic/cmp-rhea-$$ $RHEA_COUNT 100 10000"
 if command -v node >/dev/null && [ -d tests/node/node_modules/rhea ]; then
+    stop_rabbit; start_sluice
     log "rhea events on sluice"
     timeout 120 $RHEA_CMD_S >"$WORK/out/rhea.sluice.json" 2>"$WORK/out/rhea.sluice.err" || true
+    stop_sluice; start_rabbit
     log "rhea events on rabbit"
     timeout $(( RABBIT_TIMEOUT + 30 )) $RHEA_CMD_R >"$WORK/out/rhea.rabbit.json" 2>"$WORK/out/rhea.rabbit.err" || true
 else
     log "rhea not installed (cd tests/node && npm ci): skipping the independent client"
 fi
 LOADAVG_END=$(cut -d' ' -f1-3 /proc/loadavg)
-SLUICE_RSS_END=$(grep VmRSS "/proc/$SLUICE_PID/status" | awk '{print $2}')
 
 # ------------------------------------------------------------------ stop
 log "stopping both brokers"
-kill -TERM "$SLUICE_PID"; wait "$SLUICE_PID" 2>/dev/null || true; SLUICE_PID=""
-rabbitmqctl -q -n "$RABBIT_NODE" stop >/dev/null 2>&1 || true; RABBIT_NODE=""
+stop_sluice
+stop_rabbit
 
 # ------------------------------------------------------------------ RESULTS.md
 mkdir -p "$ROOT/perf/results"
 cat "$WORK"/out/*.json > "$ROOT/perf/results/compare-latest.jsonl" 2>/dev/null || true
-ENV_LINE="$(date -u +%Y-%m-%dT%H:%MZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?'), $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r), RabbitMQ $RABBIT_VERSION (rabbitmq_amqp1_0) on $(erl -noshell -eval 'io:format("OTP ~s", [erlang:system_info(otp_release)]), halt().' 2>/dev/null || echo 'Erlang'), sluice shards: ${SLUICE_SHARDS:-one per CPU}, load average before/after: $LOADAVG_START / $LOADAVG_END, SCALE=$SCALE, RabbitMQ runs capped at ${RABBIT_TIMEOUT}s, total $(( $(date +%s) - START_TS ))s"
+DIRTY=""
+if [ "$SOURCE_DESC" = "working tree" ] && git status --porcelain --untracked-files=no -- src proto | grep -q .; then
+    DIRTY=" + uncommitted changes in src/ or proto/"
+fi
+ENV_LINE="$(date -u +%Y-%m-%dT%H:%MZ), git $(git rev-parse --short HEAD 2>/dev/null || echo '?')$DIRTY, $(nproc) CPUs ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')), kernel $(uname -r), RabbitMQ $RABBIT_VERSION (rabbitmq_amqp1_0) on $(erl -noshell -eval 'io:format("OTP ~s", [erlang:system_info(otp_release)]), halt().' 2>/dev/null || echo 'Erlang'), sluice shards: ${SLUICE_SHARDS:-one per CPU}, load average before/after: $LOADAVG_START / $LOADAVG_END, SCALE=$SCALE, RabbitMQ runs capped at ${RABBIT_TIMEOUT}s, total $(( $(date +%s) - START_TS ))s"
 python3 "$ROOT/perf/py/compare_table.py" "$WORK/out" "$RESULTS" "$ENV_LINE" "$RHEA_CMD_S" "$RHEA_CMD_R"
 log "wrote the compare section of $RESULTS"

@@ -232,8 +232,8 @@ pub struct Worker {
     sock: TcpStream,
     clock: Instant,
     roles: Vec<Part>,
-    /// LinkId -> index into `roles`.
-    by_link: HashMap<LinkId, usize>,
+    /// Index into `roles` by `LinkId.0` (link ids are small and dense).
+    by_link: LinkMap,
     template: Template,
     pending: VecDeque<Bytes>,
     pending_bytes: usize,
@@ -394,7 +394,7 @@ impl Worker {
         c.flush()?;
         let (conn, sock, events, clock) = c.into_parts();
         sock.set_nonblocking(true)?;
-        let mut by_link = HashMap::new();
+        let mut by_link = LinkMap::default();
         for (i, r) in roles.iter().enumerate() {
             match r {
                 Part::Producer(p) => {
@@ -472,7 +472,7 @@ impl Worker {
 
     /// True for the links this worker uses (not a refused one from setup).
     fn owns(&self, link: LinkId) -> bool {
-        self.by_link.contains_key(&link)
+        self.by_link.get(link).is_some()
             || self.roles.iter().any(|r| matches!(r, Part::Responder(r) if r.by_address.values().any(|l| *l == link)))
     }
 
@@ -729,7 +729,7 @@ impl Worker {
     fn on_event(&mut self, e: Event) -> io::Result<()> {
         match e {
             Event::Delivery(d) => {
-                let Some(&i) = self.by_link.get(&d.link) else { return Ok(()) };
+                let Some(i) = self.by_link.get(d.link) else { return Ok(()) };
                 let kind = match &mut self.roles[i] {
                     Part::Consumer(_) => 0,
                     Part::Requester(q) => {
@@ -757,7 +757,7 @@ impl Worker {
                 if !settled {
                     return Ok(());
                 }
-                let Some(&i) = self.by_link.get(&link) else { return Ok(()) };
+                let Some(i) = self.by_link.get(link) else { return Ok(()) };
                 let accepted = matches!(state, Some(DeliveryState::Accepted));
                 match &mut self.roles[i] {
                     Part::Producer(p) => {
@@ -879,6 +879,25 @@ impl Worker {
         self.r.frames_in = self.fc_in.counts;
         self.r.frames_out = self.fc_out.counts;
         self.r
+    }
+}
+
+/// Which part of the worker a link belongs to, indexed by `LinkId.0`.
+#[derive(Default)]
+struct LinkMap(Vec<Option<usize>>);
+
+impl LinkMap {
+    fn insert(&mut self, link: LinkId, part: usize) {
+        let i = link.0 as usize;
+        if self.0.len() <= i {
+            self.0.resize(i + 1, None);
+        }
+        self.0[i] = Some(part);
+    }
+
+    #[inline]
+    fn get(&self, link: LinkId) -> Option<usize> {
+        self.0.get(link.0 as usize).copied().flatten()
     }
 }
 
