@@ -1,0 +1,119 @@
+//! Lifecycle of the real binary: SIGTERM (twice), check-config, JSON logs, and the
+//! health endpoint's readiness answers.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use common::{fresh_dir, Broker};
+use sluice_perf::client::{Client, WAIT};
+use sluice_proto::engine::Event;
+use std::process::{Command, Stdio};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+fn sluice() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_sluice"))
+}
+
+#[test]
+fn two_sigterms_in_a_row_still_exit_zero_and_clients_see_connection_forced() {
+    let mut b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "term2").unwrap();
+    let pid = b.pid().to_string();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    let status = b.signal_and_wait("0").expect("the broker exits");
+    assert!(status.success(), "{status:?}");
+    // Whatever the race between the two signals, the client is not left hanging: it
+    // either got CLOSE amqp:connection:forced or saw the socket close.
+    match c.wait_for(|e| matches!(e, Event::Closed { .. }), WAIT) {
+        Ok(Event::Closed { error: Some(err), .. }) => assert_eq!(err.condition, "amqp:connection:forced"),
+        Ok(_) | Err(_) => {}
+    }
+}
+
+#[test]
+fn check_config_validates_without_starting() {
+    let ok = sluice().arg("check-config").env("SLUICE_SHARDS", "1").output().unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+    assert!(String::from_utf8_lossy(&ok.stdout).contains("configuration is valid"));
+    let bad = sluice().arg("check-config").env("CONNECTORS_AMQP10_GET_BATCH_SIZE", "0").output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(err.contains("CONNECTORS_AMQP10_GET_BATCH_SIZE=0 is invalid"), "{err}");
+    // Flags, env and file, each named in its own error.
+    let bad = sluice().args(["check-config", "--shards", "0"]).output().unwrap();
+    assert_eq!(bad.status.code(), Some(2));
+}
+
+#[test]
+fn logs_are_json_lines_when_asked() {
+    let dir = fresh_dir("jsonlog");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let child = sluice()
+        .env("SLUICE_LOG_FORMAT", "json")
+        .env("SLUICE_DATA_DIR", &dir)
+        .env("SLUICE_SHARDS", "1")
+        .env("SLUICE_HOST", "127.0.0.1")
+        .env("CONNECTORS_AMQP10_PORT", port.to_string())
+        .env("SLUICE_ADMIN_ADDR", format!("127.0.0.1:{admin}"))
+        .env("RUST_LOG", "info")
+        .stderr(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "broker did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(lines.len() >= 2, "{text}");
+    for l in &lines {
+        let v: serde_json::Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("not JSON ({e}): {l}"));
+        assert!(v.get("level").is_some() && v.get("fields").is_some(), "{l}");
+    }
+    assert!(text.contains("sluice starting") && text.contains("sluice stopped"));
+}
+
+#[test]
+fn healthz_is_not_ready_until_every_shard_listens_and_during_shutdown() {
+    // The real admin server over a real socket, with the readiness state driven by hand.
+    // A free port can be taken by a parallel test before we bind it: try a few.
+    let (admin, global) = (0..5)
+        .find_map(|_| {
+            let admin = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+            let settings = sluice::config::Settings {
+                shards: 2,
+                admin_addr: format!("127.0.0.1:{admin}"),
+                durability: sluice::config::Durability::Memory,
+                ..Default::default()
+            };
+            let global = sluice::server::global(settings).ok()?;
+            sluice::admin::start(global.clone()).ok()?;
+            Some((admin, global))
+        })
+        .expect("admin server");
+    let get = || -> u16 {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", admin)).unwrap();
+        write!(s, "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = String::new();
+        s.read_to_string(&mut out).unwrap();
+        out.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    // Recovery and start-up: no shard has bound its listener yet.
+    assert_eq!(get(), 503);
+    global.ready.store(1, Ordering::SeqCst);
+    assert_eq!(get(), 503);
+    global.ready.store(2, Ordering::SeqCst);
+    assert_eq!(get(), 200);
+    // Shutdown.
+    global.shutting_down.store(true, Ordering::SeqCst);
+    assert_eq!(get(), 503);
+}
