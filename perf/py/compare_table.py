@@ -37,7 +37,25 @@ def ratio(a, b, invert=False):
     if not a or not b:
         return "–"
     r = (b / a) if invert else (a / b)
-    return f"{r:,.1f}×"
+    return f"{r:,.2f}×" if r < 1 else f"{r:,.1f}×"
+
+
+def short(v):
+    if v is None:
+        return "–"
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(v) >= div:
+            return f"{v / div:.2f}{suffix}"
+    return f"{v:.0f}"
+
+
+def spread(r, key):
+    """' (min–max of n)' when the scenario ran several times."""
+    reps = (r or {}).get("repeats") or []
+    vals = [x.get(key) for x in reps if x.get(key) is not None]
+    if len(vals) < 2:
+        return ""
+    return f" ({short(min(vals))}–{short(max(vals))}, {len(vals)} runs)"
 
 
 def lat(r, q):
@@ -83,26 +101,30 @@ def main():
     ]
     for title, name, what in rows:
         s, r = rate(name, "sluice"), rate(name, "rabbit")
-        w(f"| {title} | {what} | {num(s)} | {num(r)} | {ratio(s, r)} |")
+        w(f"| {title} | {what} | {num(s)}{spread(runs[name]['sluice'], 'msgs_per_s')} | {num(r)} | {ratio(s, r)} |")
     s, r = rate("frames", "sluice", "frames_per_s"), rate("frames", "rabbit", "frames_per_s")
-    w(f"| frame pump, 8 B pre-settled transfers | FLOW+TRANSFER+other frames/s, both directions | {num(s)} | {num(r)} | {ratio(s, r)} |")
+    w(f"| frame pump, 8 B pre-settled transfers | FLOW+TRANSFER+other frames/s, both directions | {num(s)}"
+      f"{spread(runs['frames']['sluice'], 'frames_per_s')} | {num(r)} | {ratio(s, r)} |")
     s, r = rate("frames", "sluice"), rate("frames", "rabbit")
     w(f"| frame pump | msg/s delivered | {num(s)} | {num(r)} | {ratio(s, r)} |")
     for q, label in (("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p999")):
         s, r = lat(runs["latency"]["sluice"], q), lat(runs["latency"]["rabbit"], q)
-        w(f"| events latency at half of each broker's max rate | {label} µs | {num(s, 1)} | {num(r, 1)} | {ratio(s, r, invert=True)} lower |")
+        w(f"| events latency at half of each broker's max rate | {label} µs | {num(s, 1)} | {num(r, 1)} | {ratio(s, r)} (lower is better) |")
     rl = {b: (runs["latency"][b] or {}).get("rate_limit") for b in BROKERS}
     w(f"| (latency run rates) | msg/s offered | {num(rl['sluice'])} | {num(rl['rabbit'])} | |")
     s, r = (runs["idle"]["sluice"] or {}), (runs["idle"]["rabbit"] or {})
     w(f"| {num(s.get('connections'))} idle connections | broker RSS growth per connection, KiB | "
       f"{num(s.get('broker_rss_per_connection_kib'), 1)} | {num(r.get('broker_rss_per_connection_kib'), 1)} | "
-      f"{ratio(s.get('broker_rss_per_connection_kib'), r.get('broker_rss_per_connection_kib'), invert=True)} smaller |")
+      f"{ratio(s.get('broker_rss_per_connection_kib'), r.get('broker_rss_per_connection_kib'))} (lower is better) |")
     w(f"| idle connections | broker RSS after, MiB | {num((s.get('broker_rss_after_kib') or 0) / 1024, 1)} | "
       f"{num((r.get('broker_rss_after_kib') or 0) / 1024, 1)} | |")
     s, r = (rhea.get("sluice") or {}).get("msgs_per_s"), (rhea.get("rabbit") or {}).get("msgs_per_s")
     w(f"| events 1→1 with **rhea** (independent client) | msg/s delivered | {num(s)} | {num(r)} | {ratio(s, r)} |")
     w("")
-    w("Every run in detail (latency from send to receipt, measured in the generator; CPU seconds over the run;")
+    w("sluice: the median run of several (range in parentheses), each on a freshly started broker; RabbitMQ:")
+    w("one run per scenario on a fresh node. The machine is shared with other work, so single runs vary.")
+    w("")
+    w("The run that stands for each scenario, in detail (latency from send to receipt, measured in the generator; CPU seconds over the run;")
     w("`missing` = pre-settled events dropped by the broker, i.e. that met a subscriber without credit, or not")
     w("delivered before the run ended):")
     w("")
