@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod client;
+pub mod flow;
 pub mod frames;
 pub mod opts;
 pub mod run;
