@@ -1,0 +1,2463 @@
+//! Hostile input over real sockets against the real broker binary (issue 6, "Hostile
+//! input"). Every test:
+//! * plays one class of hostile peer with raw frames, and checks the AMQP condition
+//!   and its scope (CLOSE = connection, END = session, DETACH = link, a rejected
+//!   disposition = one message), and that the scope below it keeps working;
+//! * runs a well-behaved bystander client on another connection the whole time,
+//!   publishing unsettled messages to a queue and waiting for `accepted`, and reads
+//!   every accepted message back at the end (the broker kept serving, nothing lost);
+//! * where the hostile peer had messages accepted before it misbehaved, reads them
+//!   back too;
+//! * where memory is at stake, bounds the broker's RSS (from /proc/<pid>/status).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use bytes::{Bytes, BytesMut};
+use common::Broker;
+use sluice_perf::client::{data_message, sasl_plain, Client, LinkOptions, WAIT};
+use sluice_proto::codec::{Encode, Symbol};
+use sluice_proto::engine::Config;
+use sluice_proto::frame::{write_frame, Deframer, AMQP_HEADER, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, SASL_HEADER};
+use sluice_proto::types::{
+    Attach, AttachTarget, Begin, Body, Close, DeliveryState, DeliveryTag, Detach, Disposition, End, Error, Flow,
+    Message, Open, Performative, Properties, RawMessage, Role, SaslFrame, SaslInit, SaslOutcome, SaslResponse,
+    SenderSettleMode, Source, Target, Transfer,
+};
+use std::io::{ErrorKind, Read, Write};
+use std::net::{Shutdown, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+// ====================================================================== frames
+
+/// One AMQP frame.
+fn frame(ch: u16, p: Performative, payload: &[u8]) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    write_frame(&mut b, FRAME_TYPE_AMQP, ch, &p, payload);
+    b.to_vec()
+}
+
+/// One SASL frame.
+fn sasl(f: SaslFrame) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    write_frame(&mut b, FRAME_TYPE_SASL, 0, &f, &[]);
+    b.to_vec()
+}
+
+/// A frame with a hand-made body (data offset 2).
+fn raw_frame(frame_type: u8, ch: u16, body: &[u8]) -> Vec<u8> {
+    let mut v = ((body.len() + 8) as u32).to_be_bytes().to_vec();
+    v.extend([2, frame_type]);
+    v.extend(ch.to_be_bytes());
+    v.extend(body);
+    v
+}
+
+/// A described list `0x00 0x53 code list32(fields)` from already encoded fields.
+fn described_list(code: u8, fields: &[Vec<u8>]) -> Vec<u8> {
+    let body: Vec<u8> = fields.concat();
+    let mut v = vec![0x00, 0x53, code, 0xd0];
+    v.extend(((body.len() + 4) as u32).to_be_bytes());
+    v.extend((fields.len() as u32).to_be_bytes());
+    v.extend(body);
+    v
+}
+
+fn enc<T: Encode>(v: &T) -> Vec<u8> {
+    v.to_bytes().to_vec()
+}
+
+fn str8(s: &[u8]) -> Vec<u8> {
+    let mut v = vec![0xa1, s.len() as u8];
+    v.extend(s);
+    v
+}
+
+fn uint(n: u32) -> Vec<u8> {
+    let mut v = vec![0x70];
+    v.extend(n.to_be_bytes());
+    v
+}
+
+const NULL: u8 = 0x40;
+
+fn open(container: &str) -> Vec<u8> {
+    frame(0, Performative::Open(Box::new(Open { container_id: container.into(), ..Default::default() })), &[])
+}
+
+fn open_with(o: Open) -> Vec<u8> {
+    frame(0, Performative::Open(Box::new(o)), &[])
+}
+
+fn begin(ch: u16) -> Vec<u8> {
+    frame(
+        ch,
+        Performative::Begin(Begin {
+            next_outgoing_id: 0,
+            incoming_window: 2048,
+            outgoing_window: 2048,
+            ..Default::default()
+        }),
+        &[],
+    )
+}
+
+fn attach_frame(
+    ch: u16,
+    handle: u32,
+    name: &str,
+    role: Role,
+    address: Option<&str>,
+    mode: SenderSettleMode,
+) -> Vec<u8> {
+    let a = address.map(str::to_owned);
+    frame(
+        ch,
+        Performative::Attach(Box::new(Attach {
+            name: name.into(),
+            handle,
+            role,
+            snd_settle_mode: Some(mode),
+            source: Some(Source {
+                address: if role == Role::Receiver { a.clone() } else { None },
+                ..Default::default()
+            }),
+            target: Some(AttachTarget::Target(Target {
+                address: if role == Role::Sender { a } else { None },
+                ..Default::default()
+            })),
+            initial_delivery_count: (role == Role::Sender).then_some(0),
+            ..Default::default()
+        })),
+        &[],
+    )
+}
+
+/// A TRANSFER frame; `tag` None leaves the delivery-tag out.
+fn transfer(
+    ch: u16,
+    handle: u32,
+    id: Option<u32>,
+    tag: Option<&[u8]>,
+    settled: Option<bool>,
+    more: bool,
+    payload: &[u8],
+) -> Vec<u8> {
+    let t = Transfer {
+        handle,
+        delivery_id: id,
+        delivery_tag: tag.map(|t| DeliveryTag::from_slice(t).expect("tag of at most 32 bytes")),
+        message_format: id.map(|_| 0),
+        settled,
+        more: more.then_some(true),
+        ..Default::default()
+    };
+    frame(ch, Performative::Transfer(t), payload)
+}
+
+/// A single-frame unsettled delivery with a 4-byte tag made from the id.
+fn delivery(ch: u16, handle: u32, id: u32, payload: &[u8]) -> Vec<u8> {
+    transfer(ch, handle, Some(id), Some(&id.to_be_bytes()), Some(false), false, payload)
+}
+
+fn flow(ch: u16, handle: Option<u32>, credit: Option<u32>) -> Vec<u8> {
+    frame(
+        ch,
+        Performative::Flow(Flow {
+            next_incoming_id: Some(0),
+            incoming_window: 2048,
+            next_outgoing_id: 0,
+            outgoing_window: 2048,
+            handle,
+            delivery_count: handle.map(|_| 0),
+            link_credit: credit,
+            ..Default::default()
+        }),
+        &[],
+    )
+}
+
+fn close() -> Vec<u8> {
+    frame(0, Performative::Close(Close { error: None }), &[])
+}
+
+fn sasl_init(mechanism: &str, response: Option<&[u8]>) -> Vec<u8> {
+    sasl(SaslFrame::Init(SaslInit {
+        mechanism: Symbol::new(mechanism),
+        initial_response: response.map(Bytes::copy_from_slice),
+        hostname: None,
+    }))
+}
+
+/// An encoded message with a data body and optional properties.
+fn message(body: &[u8], props: Option<Properties>) -> Vec<u8> {
+    Message { properties: props, body: Body::Data(Bytes::copy_from_slice(body)), ..Default::default() }
+        .to_bytes()
+        .to_vec()
+}
+
+fn section(code: u8, value: &[u8]) -> Vec<u8> {
+    let mut v = vec![0x00, 0x53, code];
+    v.extend(value);
+    v
+}
+
+/// A data section holding `body`.
+fn data_section(body: &[u8]) -> Vec<u8> {
+    let mut v = vec![0x00, 0x53, 0x75, 0xb0];
+    v.extend((body.len() as u32).to_be_bytes());
+    v.extend(body);
+    v
+}
+
+// ====================================================================== a raw peer
+
+/// What the broker wrote, parsed.
+#[derive(Debug, Clone)]
+enum In {
+    Header([u8; 8]),
+    Sasl(SaslFrame),
+    Amqp(u16, Performative),
+    Heartbeat,
+}
+
+/// A raw socket peer that parses everything the broker writes.
+struct Peer {
+    s: TcpStream,
+    de: Deframer,
+    got: Vec<In>,
+    eof: bool,
+    /// Bytes received.
+    received: usize,
+}
+
+fn connect(b: &Broker) -> TcpStream {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        match TcpStream::connect(b.addr()) {
+            Ok(s) => {
+                s.set_nodelay(true).unwrap();
+                return s;
+            }
+            // Ephemeral ports can run short in the connection storm.
+            Err(e) if Instant::now() < deadline => {
+                let _ = e;
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(e) => panic!("connect: {e}"),
+        }
+    }
+}
+
+impl Peer {
+    fn connect(b: &Broker) -> Peer {
+        Peer { s: connect(b), de: Deframer::new(u32::MAX), got: Vec::new(), eof: false, received: 0 }
+    }
+
+    /// Write bytes; a broker that already closed may make this fail (ignored:
+    /// what it wrote before closing is still read).
+    fn send(&mut self, bytes: &[u8]) {
+        let _ = self.s.write_all(bytes);
+    }
+
+    fn parse(&mut self) {
+        loop {
+            if self.de.buffer().starts_with(b"AMQP") {
+                match self.de.take_raw(8) {
+                    Some(h) => {
+                        let mut a = [0u8; 8];
+                        a.copy_from_slice(&h);
+                        self.got.push(In::Header(a));
+                        continue;
+                    }
+                    None => return,
+                }
+            }
+            let f = match self.de.next_frame() {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(e) => panic!("the broker wrote a malformed frame: {e:?}"),
+            };
+            if f.frame_type == FRAME_TYPE_SASL {
+                let s = f.decode_sasl().unwrap_or_else(|e| panic!("undecodable SASL frame from the broker: {e:?}"));
+                self.got.push(In::Sasl(s));
+            } else if f.is_empty() {
+                self.got.push(In::Heartbeat);
+            } else {
+                let a = f.decode_amqp().unwrap_or_else(|e| panic!("undecodable AMQP frame from the broker: {e:?}"));
+                self.got.push(In::Amqp(f.channel, a.performative));
+            }
+        }
+    }
+
+    /// Read once, waiting at most `timeout`; false at end of stream.
+    fn pump(&mut self, timeout: Duration) -> bool {
+        if self.eof {
+            return false;
+        }
+        self.s.set_read_timeout(Some(timeout.max(Duration::from_millis(1)))).unwrap();
+        let mut buf = [0u8; 65536];
+        match self.s.read(&mut buf) {
+            Ok(0) => self.eof = true,
+            Ok(n) => {
+                self.received += n;
+                self.de.push(&buf[..n]);
+                self.parse();
+            }
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted) => {}
+            // A reset after the broker closed with our bytes unread: end of stream.
+            Err(_) => self.eof = true,
+        }
+        !self.eof
+    }
+
+    /// Wait until `pred` holds for what came so far (true), or EOF/timeout (false).
+    fn wait(&mut self, within: Duration, mut pred: impl FnMut(&[In]) -> bool) -> bool {
+        let deadline = Instant::now() + within;
+        loop {
+            if pred(&self.got) {
+                return true;
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || !self.pump(left.min(Duration::from_millis(50))) {
+                return pred(&self.got);
+            }
+        }
+    }
+
+    /// Wait for the broker to close the socket; true when it did within `within`.
+    fn wait_eof(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while !self.eof && Instant::now() < deadline {
+            self.pump(Duration::from_millis(50));
+        }
+        self.eof
+    }
+
+    fn performatives(&self) -> impl Iterator<Item = (u16, &Performative)> {
+        self.got.iter().filter_map(|i| match i {
+            In::Amqp(ch, p) => Some((*ch, p)),
+            _ => None,
+        })
+    }
+
+    fn close_frame(&self) -> Option<Close> {
+        self.performatives().find_map(|(_, p)| match p {
+            Performative::Close(c) => Some(c.clone()),
+            _ => None,
+        })
+    }
+
+    fn opened(&self) -> bool {
+        self.performatives().any(|(_, p)| matches!(p, Performative::Open(_)))
+    }
+
+    fn sasl_outcome(&self) -> Option<u8> {
+        self.got.iter().find_map(|i| match i {
+            In::Sasl(SaslFrame::Outcome(o)) => Some(o.code),
+            _ => None,
+        })
+    }
+
+    fn summary(&self) -> String {
+        let items: Vec<String> = self
+            .got
+            .iter()
+            .map(|i| match i {
+                In::Header(h) => format!("header {h:?}"),
+                In::Sasl(s) => format!("sasl {s:?}"),
+                In::Amqp(ch, p) => format!("ch{ch} {}", describe(p)),
+                In::Heartbeat => "heartbeat".into(),
+            })
+            .collect();
+        format!("[{}] eof={}", items.join(", "), self.eof)
+    }
+
+    /// Connection scope: the broker sends CLOSE with `cond` (after an OPEN of its
+    /// own), sends no END or DETACH with an error before it, and closes the socket.
+    fn expect_close(&mut self, cond: &str) -> Error {
+        self.wait(WAIT, |got| got.iter().any(|i| matches!(i, In::Amqp(_, Performative::Close(_)))));
+        let Some(c) = self.close_frame() else { panic!("expected CLOSE {cond}, got {}", self.summary()) };
+        let err = c.error.unwrap_or_else(|| panic!("CLOSE without an error, expected {cond}: {}", self.summary()));
+        assert_eq!(err.condition.as_str(), cond, "CLOSE condition: {}", self.summary());
+        assert!(self.opened(), "CLOSE must follow an OPEN: {}", self.summary());
+        assert!(
+            !self.performatives().any(|(_, p)| matches!(
+                p,
+                Performative::End(End { error: Some(_) }) | Performative::Detach(Detach { error: Some(_), .. })
+            )),
+            "a connection error must not come as END/DETACH: {}",
+            self.summary()
+        );
+        assert!(self.wait_eof(WAIT), "socket still open after CLOSE {cond}");
+        assert!(err.description.as_deref().unwrap_or("").len() <= 512, "description over 512 bytes");
+        err
+    }
+
+    /// Before any AMQP layer exists (protocol header or SASL phase): the broker
+    /// writes no OPEN/CLOSE and closes the socket.
+    fn expect_dropped_without_amqp(&mut self) {
+        assert!(self.wait_eof(WAIT), "socket not closed: {}", self.summary());
+        assert!(self.performatives().next().is_none(), "no AMQP frame expected: {}", self.summary());
+    }
+
+    /// Session scope: END with `cond` on the broker's channel `bch`, no CLOSE.
+    fn expect_end(&mut self, bch: u16, cond: &str) -> Error {
+        let found = self.wait(WAIT, |got| {
+            got.iter().any(|i| matches!(i, In::Amqp(c, Performative::End(_)) if *c == bch))
+                || got.iter().any(|i| matches!(i, In::Amqp(_, Performative::Close(_))))
+        });
+        let end = self.performatives().find_map(|(c, p)| match p {
+            Performative::End(e) if c == bch => Some(e.clone()),
+            _ => None,
+        });
+        let Some(end) = end.filter(|_| found) else { panic!("expected END {cond}, got {}", self.summary()) };
+        let err = end.error.unwrap_or_else(|| panic!("END without an error, expected {cond}: {}", self.summary()));
+        assert_eq!(err.condition.as_str(), cond, "END condition: {}", self.summary());
+        assert!(self.close_frame().is_none(), "a session error must not close the connection: {}", self.summary());
+        err
+    }
+
+    /// Link scope: DETACH (closed) with `cond` for the broker's handle `bh`, no END or CLOSE.
+    fn expect_detach(&mut self, bh: u32, cond: &str) -> Error {
+        let found = self.wait(WAIT, |got| {
+            got.iter().any(|i| matches!(i, In::Amqp(_, Performative::Detach(d)) if d.handle == bh))
+                || got.iter().any(|i| matches!(i, In::Amqp(_, Performative::End(_) | Performative::Close(_))))
+        });
+        let d = self.performatives().find_map(|(_, p)| match p {
+            Performative::Detach(d) if d.handle == bh => Some(d.clone()),
+            _ => None,
+        });
+        let Some(d) = d.filter(|_| found) else { panic!("expected DETACH {cond}, got {}", self.summary()) };
+        let err = d.error.unwrap_or_else(|| panic!("DETACH without an error, expected {cond}: {}", self.summary()));
+        assert_eq!(err.condition.as_str(), cond, "DETACH condition: {}", self.summary());
+        assert_eq!(d.closed, Some(true), "a link error closes the link");
+        assert!(
+            !self.performatives().any(|(_, p)| matches!(p, Performative::End(_) | Performative::Close(_))),
+            "a link error must not end the session or close the connection: {}",
+            self.summary()
+        );
+        err
+    }
+
+    /// Plain AMQP header and OPEN; waits for the broker's OPEN.
+    fn handshake(b: &Broker, container: &str) -> Peer {
+        let mut p = Peer::connect(b);
+        let mut bytes = AMQP_HEADER.to_vec();
+        bytes.extend(open(container));
+        p.send(&bytes);
+        assert!(p.wait(WAIT, |g| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Open(_))))), "no OPEN");
+        p
+    }
+
+    /// SASL (PLAIN `user` or ANONYMOUS), AMQP header and OPEN.
+    fn sasl_handshake(b: &Broker, user: Option<&str>, container: &str) -> Peer {
+        let mut p = Peer::connect(b);
+        let mut bytes = SASL_HEADER.to_vec();
+        match user {
+            Some(u) => bytes.extend(sasl_init("PLAIN", Some(format!("\0{u}\0pw").as_bytes()))),
+            None => bytes.extend(sasl_init("ANONYMOUS", None)),
+        }
+        bytes.extend(AMQP_HEADER);
+        bytes.extend(open(container));
+        p.send(&bytes);
+        assert!(p.wait(WAIT, |g| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Open(_))))), "no OPEN");
+        assert_eq!(p.sasl_outcome(), Some(0));
+        p
+    }
+
+    /// BEGIN on our channel `ch`; returns the broker's channel for it.
+    fn begin(&mut self, ch: u16) -> u16 {
+        self.send(&begin(ch));
+        let mut bch = None;
+        self.wait(WAIT, |got| {
+            bch = got.iter().find_map(|i| match i {
+                In::Amqp(c, Performative::Begin(b)) if b.remote_channel == Some(ch) => Some(*c),
+                _ => None,
+            });
+            bch.is_some()
+        });
+        bch.unwrap_or_else(|| panic!("no BEGIN answer for channel {ch}: {}", self.summary()))
+    }
+
+    /// ATTACH and wait for the broker's ATTACH; returns the broker's handle. For a
+    /// sending link, waits for the broker's credit too.
+    fn attach(
+        &mut self,
+        ch: u16,
+        handle: u32,
+        name: &str,
+        role: Role,
+        address: Option<&str>,
+        mode: SenderSettleMode,
+    ) -> u32 {
+        self.send(&attach_frame(ch, handle, name, role, address, mode));
+        let mut bh = None;
+        self.wait(WAIT, |got| {
+            bh = got.iter().find_map(|i| match i {
+                In::Amqp(_, Performative::Attach(a)) if a.name == name => Some(a.handle),
+                _ => None,
+            });
+            match (bh, role) {
+                (Some(h), Role::Sender) => got.iter().any(
+                    |i| matches!(i, In::Amqp(_, Performative::Flow(f)) if f.handle == Some(h) && f.link_credit.unwrap_or(0) > 0),
+                ),
+                (Some(_), Role::Receiver) => true,
+                (None, _) => false,
+            }
+        });
+        bh.unwrap_or_else(|| panic!("no ATTACH answer for {name}: {}", self.summary()))
+    }
+
+    /// The broker's latest credit for its handle `bh`.
+    fn credit(&self, bh: u32) -> Option<u32> {
+        self.performatives()
+            .filter_map(|(_, p)| match p {
+                Performative::Flow(f) if f.handle == Some(bh) => f.link_credit,
+                _ => None,
+            })
+            .last()
+    }
+
+    /// The broker's disposition state for our delivery `id` (waits).
+    fn outcome(&mut self, id: u32) -> Option<DeliveryState> {
+        let find = |got: &[In]| {
+            got.iter().find_map(|i| match i {
+                In::Amqp(_, Performative::Disposition(d))
+                    if d.role == Role::Receiver && d.first <= id && id <= d.last.unwrap_or(d.first) =>
+                {
+                    Some(d.state.clone())
+                }
+                _ => None,
+            })
+        };
+        self.wait(WAIT, |got| find(got).is_some());
+        find(&self.got).flatten()
+    }
+
+    /// Publish `payload` as delivery `id` on our handle `h` and wait for accepted.
+    fn publish_accepted(&mut self, ch: u16, h: u32, id: u32, payload: &[u8]) {
+        self.send(&delivery(ch, h, id, payload));
+        let st = self.outcome(id);
+        assert_eq!(st, Some(DeliveryState::Accepted), "delivery {id}: {}", self.summary());
+    }
+
+    /// The link scope ended, the session still works: a new sending link on the
+    /// same session (our handle `h`) gets a message accepted.
+    fn assert_session_usable(&mut self, ch: u16, h: u32, address: &str, next_id: u32) {
+        let name = format!("after-{h}");
+        self.attach(ch, h, &name, Role::Sender, Some(address), SenderSettleMode::Unsettled);
+        self.publish_accepted(ch, h, next_id, &message(b"session still usable", None));
+    }
+
+    /// The session scope ended, the connection still works: acknowledge the END,
+    /// and a new session on our channel `next_ch` gets a message accepted.
+    fn assert_connection_usable(&mut self, ended_ch: u16, next_ch: u16, address: &str) {
+        self.send(&frame(ended_ch, Performative::End(End { error: None }), &[]));
+        self.begin(next_ch);
+        self.attach(next_ch, 0, "after-end", Role::Sender, Some(address), SenderSettleMode::Unsettled);
+        let start = self.got.len();
+        self.send(&delivery(next_ch, 0, 0, &message(b"connection still usable", None)));
+        // Delivery ids are per session: look only at what came after this send.
+        let ok = self.wait(WAIT, |got| {
+            got[start..].iter().any(|i| {
+                matches!(i, In::Amqp(_, Performative::Disposition(d)) if d.first == 0 && d.state == Some(DeliveryState::Accepted))
+            })
+        });
+        assert!(ok, "new session not served: {}", self.summary());
+    }
+}
+
+fn describe(p: &Performative) -> String {
+    match p {
+        Performative::Close(c) => format!("close {:?}", c.error.as_ref().map(|e| (&e.condition, &e.description))),
+        Performative::End(e) => format!("end {:?}", e.error.as_ref().map(|e| (&e.condition, &e.description))),
+        Performative::Detach(d) => {
+            format!("detach h{} {:?}", d.handle, d.error.as_ref().map(|e| (&e.condition, &e.description)))
+        }
+        Performative::Attach(a) => format!("attach h{} {}", a.handle, a.name),
+        Performative::Flow(f) => {
+            format!("flow h{:?} credit {:?} in-window {}", f.handle, f.link_credit, f.incoming_window)
+        }
+        Performative::Disposition(d) => format!("disposition {}..{:?} {:?}", d.first, d.last, d.state),
+        Performative::Transfer(t) => format!("transfer h{} id {:?}", t.handle, t.delivery_id),
+        other => other.name().to_owned(),
+    }
+}
+
+// ====================================================================== the bystander
+
+/// A well-behaved client that publishes unsettled messages to `queues/<name>` and
+/// waits for `accepted`, every 20 ms, for as long as the hostile peer plays.
+struct Bystander {
+    stop: Arc<AtomicBool>,
+    handle: JoinHandle<Result<(Vec<Vec<u8>>, Duration), String>>,
+    queue: String,
+}
+
+impl Bystander {
+    fn start(b: &Broker, name: &str) -> Bystander {
+        let addr = b.addr();
+        let queue = format!("queues/bystander-{name}");
+        let stop = Arc::new(AtomicBool::new(false));
+        let (tx, rx) = mpsc::channel();
+        let (q, st) = (queue.clone(), stop.clone());
+        let handle = std::thread::spawn(move || -> Result<(Vec<Vec<u8>>, Duration), String> {
+            let mut c = Client::connect(addr, "bystander").map_err(|e| format!("connect: {e}"))?;
+            let ch = c.begin().map_err(|e| format!("begin: {e}"))?;
+            let link =
+                c.attach_sender(ch, "by", Some(&q), &LinkOptions::default()).map_err(|e| format!("attach: {e}"))?;
+            let mut accepted = Vec::new();
+            let mut worst = Duration::ZERO;
+            let mut after_stop = 0;
+            let mut n = 0u64;
+            loop {
+                let body = format!("bystander {n}").into_bytes();
+                n += 1;
+                c.wait_credit(link).map_err(|e| format!("credit after {} messages: {e}", accepted.len()))?;
+                let t0 = Instant::now();
+                let id = c.send(link, data_message(&body), false).map_err(|e| format!("send: {e}"))?;
+                match c.wait_outcome(link, id) {
+                    Ok(Some(DeliveryState::Accepted)) => {}
+                    other => return Err(format!("message {n} not accepted: {other:?}")),
+                }
+                worst = worst.max(t0.elapsed());
+                accepted.push(body);
+                if accepted.len() == 1 {
+                    let _ = tx.send(());
+                }
+                if st.load(Ordering::SeqCst) {
+                    after_stop += 1;
+                    if after_stop >= 3 {
+                        return Ok((accepted, worst));
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        rx.recv_timeout(WAIT).expect("the bystander got nothing accepted before the hostile peer started");
+        Bystander { stop, handle, queue }
+    }
+
+    /// Stop publishing, and read every accepted message back from the queue.
+    fn finish(self, b: &Broker) {
+        self.stop.store(true, Ordering::SeqCst);
+        let (accepted, worst) = match self.handle.join() {
+            Ok(Ok(r)) => r,
+            Ok(Err(e)) => panic!("the bystander was not served while the hostile peer played: {e}"),
+            Err(_) => panic!("the bystander thread panicked"),
+        };
+        assert!(accepted.len() >= 4, "the bystander published only {} messages", accepted.len());
+        eprintln!("bystander: {} messages accepted, slowest {:?}", accepted.len(), worst);
+        assert_in_queue(b, &self.queue, &accepted);
+        assert_eq!(b.http("/healthz").map(|(s, _)| s), Some(200), "broker not healthy");
+    }
+}
+
+/// Consume `queue` and check that every one of `expected` is there exactly once;
+/// returns everything read.
+fn assert_in_queue(b: &Broker, queue: &str, expected: &[Vec<u8>]) -> Vec<Vec<u8>> {
+    use std::collections::HashMap;
+    let mut want: HashMap<&[u8], usize> = expected.iter().map(|e| (e.as_slice(), 0)).collect();
+    let mut missing = want.len();
+    let mut c = Client::connect(b.addr(), "reader").unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "reader", Some(queue), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, expected.len() as u32 + 100, false).unwrap();
+    let mut got: Vec<Vec<u8>> = Vec::new();
+    let deadline = Instant::now() + WAIT + Duration::from_millis(expected.len() as u64);
+    while missing > 0 && Instant::now() < deadline {
+        let Ok(d) = c.receive(r, Duration::from_millis(500)) else { continue };
+        let body = RawMessage::parse(&d.payload).unwrap().data().unwrap().unwrap_or_default();
+        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+        if let Some(n) = want.get_mut(body.as_slice()) {
+            *n += 1;
+            if *n == 1 {
+                missing -= 1;
+            }
+        }
+        got.push(body);
+    }
+    // Anything else already on its way (a duplicate of an expected one, say).
+    while let Ok(d) = c.receive(r, Duration::from_millis(200)) {
+        let body = RawMessage::parse(&d.payload).unwrap().data().unwrap().unwrap_or_default();
+        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+        if let Some(n) = want.get_mut(body.as_slice()) {
+            *n += 1;
+        }
+        got.push(body);
+    }
+    let _ = c.flush();
+    for e in expected {
+        let n = want[e.as_slice()];
+        assert_eq!(n, 1, "{queue}: {:?} read back {n} times (of {} read)", String::from_utf8_lossy(e), got.len());
+    }
+    got
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Runs the sub-cases of a test, collecting their failures, so that one run reports
+/// every sub-case that fails (each failure also prints its panic message).
+#[derive(Default)]
+struct Soft(Vec<String>);
+
+impl Soft {
+    fn check(&mut self, what: &str, f: impl FnOnce()) {
+        if let Err(e) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+            let msg = e
+                .downcast_ref::<String>()
+                .cloned()
+                .or_else(|| e.downcast_ref::<&str>().map(|s| (*s).to_owned()))
+                .unwrap_or_default();
+            self.0.push(format!("{what}: {msg}"));
+        }
+    }
+
+    fn done(self) {
+        assert!(self.0.is_empty(), "{} sub-case(s) failed:\n{}", self.0.len(), self.0.join("\n"));
+    }
+}
+
+/// A queue address unique to a test.
+fn q(name: &str) -> String {
+    format!("queues/hostile-{name}")
+}
+
+// ====================================================================== protocol header
+
+#[test]
+fn garbage_or_unknown_protocol_header_gets_our_header_then_the_socket_closes() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "header");
+    let cases: [(&str, &[u8], [u8; 8]); 8] = [
+        ("http", b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", SASL_HEADER),
+        ("zeros", &[0; 8], SASL_HEADER),
+        ("amqp 0-9-1", b"AMQP\x00\x00\x09\x01", SASL_HEADER),
+        ("amqp 1.0.1", b"AMQP\x00\x01\x00\x01", SASL_HEADER),
+        ("amqp 2.0.0", b"AMQP\x00\x02\x00\x00", SASL_HEADER),
+        ("unknown protocol id 9", b"AMQP\x09\x01\x00\x00", SASL_HEADER),
+        ("TLS header on the plain port", b"AMQP\x02\x01\x00\x00", SASL_HEADER),
+        ("short AMQP prefix then junk", b"AMQPxxxxxxxxxxxxxxxx", SASL_HEADER),
+    ];
+    for (what, bytes, want) in cases {
+        let mut p = Peer::connect(&b);
+        p.send(bytes);
+        p.expect_dropped_without_amqp();
+        let headers: Vec<_> =
+            p.got.iter().filter_map(|i| if let In::Header(h) = i { Some(*h) } else { None }).collect();
+        assert_eq!(headers, vec![want], "{what}: {}", p.summary());
+        assert_eq!(p.received, 8, "{what}: only a protocol header may come back: {}", p.summary());
+    }
+    // A second SASL header where the AMQP header must follow the SASL exchange.
+    let mut p = Peer::connect(&b);
+    let mut bytes = SASL_HEADER.to_vec();
+    bytes.extend(sasl_init("ANONYMOUS", None));
+    bytes.extend(SASL_HEADER);
+    p.send(&bytes);
+    p.expect_dropped_without_amqp();
+    assert_eq!(p.sasl_outcome(), Some(0));
+    assert!(matches!(p.got.last(), Some(In::Header(h)) if *h == AMQP_HEADER), "{}", p.summary());
+    // A peer that writes a header and never reads cannot hold the broker's reply up.
+    by.finish(&b);
+}
+
+// ====================================================================== framing
+
+#[test]
+fn bad_frame_size_or_data_offset_closes_with_framing_error() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "framing");
+    let headers: [(&str, [u8; 8]); 6] = [
+        ("size 0", [0, 0, 0, 0, 2, 0, 0, 0]),
+        ("size 7", [0, 0, 0, 7, 2, 0, 0, 0]),
+        ("doff 0", [0, 0, 0, 8, 0, 0, 0, 0]),
+        ("doff 1", [0, 0, 0, 8, 1, 0, 0, 0]),
+        ("doff beyond the frame", [0, 0, 0, 12, 4, 0, 0, 0]),
+        ("doff 255 beyond the frame", [0, 0, 0, 16, 255, 0, 0, 0]),
+    ];
+    for (what, h) in headers {
+        // After OPEN.
+        let mut p = Peer::handshake(&b, "framing");
+        let mut bytes = h.to_vec();
+        bytes.extend([0u8; 16]);
+        p.send(&bytes);
+        let e = p.expect_close("amqp:connection:framing-error");
+        eprintln!("{what} after OPEN: {:?}", e.description);
+        // Before OPEN (the broker writes its OPEN, then CLOSE).
+        let mut p = Peer::connect(&b);
+        let mut bytes = AMQP_HEADER.to_vec();
+        bytes.extend(h);
+        bytes.extend([0u8; 16]);
+        p.send(&bytes);
+        p.expect_close("amqp:connection:framing-error");
+        // In the SASL phase there is no AMQP layer to close: the socket closes.
+        let mut p = Peer::connect(&b);
+        let mut bytes = SASL_HEADER.to_vec();
+        bytes.extend(h);
+        bytes.extend([0u8; 16]);
+        p.send(&bytes);
+        p.expect_dropped_without_amqp();
+    }
+    // An unknown frame type.
+    let mut p = Peer::handshake(&b, "framing");
+    p.send(&raw_frame(7, 0, &[0x45]));
+    p.expect_close("amqp:connection:framing-error");
+    by.finish(&b);
+}
+
+#[test]
+fn frame_larger_than_negotiated_is_refused_before_its_body() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_FRAME_SIZE", "4096")]);
+    let by = Bystander::start(&b, "big-frame");
+    let rss0 = rss_kb(b.pid());
+    for size in [4097u32, 1 << 20, 0x7fff_ffff, u32::MAX] {
+        // Only the 8-byte header: the CLOSE must come without the body ever being sent.
+        let mut p = Peer::handshake(&b, "big");
+        let open = p.performatives().find_map(|(_, p)| match p {
+            Performative::Open(o) => o.max_frame_size,
+            _ => None,
+        });
+        assert_eq!(open, Some(4096));
+        let mut h = size.to_be_bytes().to_vec();
+        h.extend([2, 0, 0, 0]);
+        p.send(&h);
+        let e = p.expect_close("amqp:connection:framing-error");
+        assert!(e.description.unwrap_or_default().contains(&size.to_string()));
+    }
+    // Before OPEN the limit is the pre-open frame size (32 KiB).
+    let mut p = Peer::connect(&b);
+    let mut bytes = AMQP_HEADER.to_vec();
+    bytes.extend((40_000u32).to_be_bytes());
+    bytes.extend([2, 0, 0, 0]);
+    p.send(&bytes);
+    p.expect_close("amqp:connection:framing-error");
+    // In the SASL phase: the socket closes, the body never sent.
+    let mut p = Peer::connect(&b);
+    let mut bytes = SASL_HEADER.to_vec();
+    bytes.extend((1u32 << 30).to_be_bytes());
+    bytes.extend([2, 1, 0, 0]);
+    p.send(&bytes);
+    p.expect_dropped_without_amqp();
+    // 200 peers at once announcing 2 GiB frames: nothing is reserved for them.
+    let mut peers: Vec<Peer> = (0..200)
+        .map(|_| {
+            let mut p = Peer::connect(&b);
+            let mut bytes = AMQP_HEADER.to_vec();
+            bytes.extend(open("many"));
+            bytes.extend(0x7fff_fff0u32.to_be_bytes());
+            bytes.extend([2, 0, 0, 0]);
+            bytes.extend([0u8; 1024]);
+            p.send(&bytes);
+            p
+        })
+        .collect();
+    for p in &mut peers {
+        p.expect_close("amqp:connection:framing-error");
+    }
+    let grew = rss_kb(b.pid()).saturating_sub(rss0);
+    assert!(grew < 64 * 1024, "RSS grew by {grew} KiB");
+    by.finish(&b);
+}
+
+// ====================================================================== connection state
+
+#[test]
+fn frames_before_open_a_second_open_and_frames_after_close() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "open-state");
+    // Every performative but OPEN as the first frame.
+    let firsts: Vec<(&str, Vec<u8>)> = vec![
+        ("begin", begin(0)),
+        ("attach", attach_frame(0, 0, "l", Role::Sender, Some("queues/x"), SenderSettleMode::Unsettled)),
+        ("flow", flow(0, None, None)),
+        ("transfer", delivery(0, 0, 0, &message(b"x", None))),
+        (
+            "disposition",
+            frame(
+                0,
+                Performative::Disposition(Disposition {
+                    role: Role::Receiver,
+                    first: 0,
+                    last: None,
+                    settled: Some(true),
+                    state: None,
+                    batchable: None,
+                }),
+                &[],
+            ),
+        ),
+        ("detach", frame(0, Performative::Detach(Detach { handle: 0, closed: Some(true), error: None }), &[])),
+        ("end", frame(0, Performative::End(End { error: None }), &[])),
+        ("close", close()),
+    ];
+    for (what, f) in firsts {
+        let mut p = Peer::connect(&b);
+        let mut bytes = AMQP_HEADER.to_vec();
+        bytes.extend(f);
+        p.send(&bytes);
+        let e = p.expect_close("amqp:illegal-state");
+        eprintln!("{what} before OPEN: {:?}", e.description);
+    }
+    // Heartbeats before OPEN are fine.
+    let mut p = Peer::connect(&b);
+    let mut bytes = AMQP_HEADER.to_vec();
+    bytes.extend([0, 0, 0, 8, 2, 0, 0, 0]);
+    bytes.extend(open("hb"));
+    p.send(&bytes);
+    p.wait(WAIT, |g| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Open(_)))));
+    p.wait(Duration::from_millis(300), |_| false);
+    assert!(p.opened() && p.close_frame().is_none() && !p.eof, "{}", p.summary());
+
+    // A second OPEN.
+    let mut p = Peer::handshake(&b, "twice");
+    p.send(&open("twice"));
+    let e = p.expect_close("amqp:not-allowed");
+    assert_eq!(e.description.as_deref(), Some("unexpected second open"));
+    // A second OPEN with a session open: still the connection.
+    let mut p = Peer::handshake(&b, "twice-2");
+    p.begin(0);
+    p.send(&open("twice-2"));
+    p.expect_close("amqp:not-allowed");
+
+    // Frames after our CLOSE: the broker answers CLOSE (no error) and reads nothing more.
+    let mut p = Peer::handshake(&b, "after-close");
+    let ch = 0;
+    p.begin(ch);
+    p.attach(ch, 0, "s", Role::Sender, Some(&q("after-close")), SenderSettleMode::Unsettled);
+    p.publish_accepted(ch, 0, 0, &message(b"before close", None));
+    let mut bytes = close();
+    bytes.extend(delivery(ch, 0, 1, &message(b"after close", None)));
+    bytes.extend(begin(1));
+    bytes.extend(open("again"));
+    bytes.extend([0xde, 0xad, 0xbe, 0xef, 0, 0, 0, 0]);
+    p.send(&bytes);
+    assert!(p.wait_eof(WAIT), "socket not closed after CLOSE: {}", p.summary());
+    let closes: Vec<_> = p.performatives().filter(|(_, p)| matches!(p, Performative::Close(_))).collect();
+    assert_eq!(closes.len(), 1, "{}", p.summary());
+    assert!(matches!(closes[0].1, Performative::Close(Close { error: None })), "{}", p.summary());
+    // After the broker closed with an error, more frames change nothing.
+    let mut p = Peer::handshake(&b, "after-error");
+    let mut bytes = open("x");
+    bytes.extend(begin(0));
+    bytes.extend(close());
+    p.send(&bytes);
+    p.expect_close("amqp:not-allowed");
+    let closes = p.performatives().filter(|(_, p)| matches!(p, Performative::Close(_))).count();
+    assert_eq!(closes, 1);
+    let got = assert_in_queue(&b, &q("after-close"), &[b"before close".to_vec()]);
+    assert!(!got.contains(&b"after close".to_vec()), "a transfer after CLOSE was processed");
+    by.finish(&b);
+}
+
+#[test]
+fn wrong_frame_type_for_the_phase() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "frame-type");
+    // A SASL frame after OPEN: connection error.
+    let mut p = Peer::handshake(&b, "sasl-after-open");
+    p.send(&sasl_init("ANONYMOUS", None));
+    p.expect_close("amqp:illegal-state");
+    // A SASL frame after OPEN on a connection that did use SASL.
+    let mut p = Peer::sasl_handshake(&b, None, "sasl-again");
+    p.send(&sasl_init("ANONYMOUS", None));
+    p.expect_close("amqp:illegal-state");
+    // A SASL frame where OPEN must come (plain AMQP header, no SASL layer).
+    let mut p = Peer::connect(&b);
+    let mut bytes = AMQP_HEADER.to_vec();
+    bytes.extend(sasl_init("ANONYMOUS", None));
+    p.send(&bytes);
+    p.expect_close("amqp:illegal-state");
+    // An AMQP frame during the SASL exchange: no AMQP layer yet, the socket closes.
+    let mut p = Peer::connect(&b);
+    let mut bytes = SASL_HEADER.to_vec();
+    bytes.extend(open("amqp-in-sasl"));
+    p.send(&bytes);
+    p.expect_dropped_without_amqp();
+    assert_eq!(p.sasl_outcome(), None);
+    // An empty AMQP frame (heartbeat) during the SASL exchange: same.
+    let mut p = Peer::connect(&b);
+    let mut bytes = SASL_HEADER.to_vec();
+    bytes.extend([0, 0, 0, 8, 2, 0, 0, 0]);
+    p.send(&bytes);
+    p.expect_dropped_without_amqp();
+    by.finish(&b);
+}
+
+#[test]
+fn sasl_frames_out_of_order() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "sasl-order");
+    let outcome = sasl(SaslFrame::Outcome(SaslOutcome { code: 0, additional_data: None }));
+    let mechanisms = sasl(SaslFrame::Mechanisms(sluice_proto::types::SaslMechanisms {
+        sasl_server_mechanisms: sluice_proto::codec::Symbols(vec![Symbol::new("ANONYMOUS")]),
+    }));
+    let response = sasl(SaslFrame::Response(SaslResponse { response: Bytes::from_static(b"x") }));
+    let challenge =
+        sasl(SaslFrame::Challenge(sluice_proto::types::SaslChallenge { challenge: Bytes::from_static(b"x") }));
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("response before init", response.clone()),
+        ("outcome from the client", outcome.clone()),
+        ("mechanisms from the client", mechanisms),
+        ("challenge from the client", challenge),
+        ("empty SASL frame", raw_frame(FRAME_TYPE_SASL, 0, &[])),
+        (
+            "SASL frame that is not a SASL performative",
+            raw_frame(FRAME_TYPE_SASL, 0, &enc(&Performative::Begin(Begin::default()))),
+        ),
+    ];
+    for (what, f) in cases {
+        let mut p = Peer::connect(&b);
+        let mut bytes = SASL_HEADER.to_vec();
+        bytes.extend(f);
+        bytes.extend(sasl_init("ANONYMOUS", None));
+        p.send(&bytes);
+        p.expect_dropped_without_amqp();
+        assert_eq!(p.sasl_outcome(), None, "{what}: no outcome for an exchange out of order: {}", p.summary());
+    }
+    // A response after the (completed) init: it lands where the AMQP header must be.
+    let mut p = Peer::connect(&b);
+    let mut bytes = SASL_HEADER.to_vec();
+    bytes.extend(sasl_init("ANONYMOUS", None));
+    bytes.extend(response);
+    p.send(&bytes);
+    p.expect_dropped_without_amqp();
+    assert_eq!(p.sasl_outcome(), Some(0));
+    // Two inits in a row: same.
+    let mut p = Peer::connect(&b);
+    let mut bytes = SASL_HEADER.to_vec();
+    bytes.extend(sasl_init("ANONYMOUS", None));
+    bytes.extend(sasl_init("ANONYMOUS", None));
+    p.send(&bytes);
+    p.expect_dropped_without_amqp();
+    // An unknown mechanism: outcome auth (1), then the socket closes.
+    let mut p = Peer::connect(&b);
+    let mut bytes = SASL_HEADER.to_vec();
+    bytes.extend(sasl_init("X-UNKNOWN", None));
+    bytes.extend(AMQP_HEADER);
+    bytes.extend(open("x"));
+    p.send(&bytes);
+    p.expect_dropped_without_amqp();
+    assert_eq!(p.sasl_outcome(), Some(1), "{}", p.summary());
+    by.finish(&b);
+}
+
+#[test]
+fn non_described_or_unknown_performative_is_a_decode_error() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "performative");
+    let bodies: Vec<(&str, Vec<u8>)> = vec![
+        ("a bare list", vec![0x45]),
+        ("a bare string", str8(b"open")),
+        ("a null", vec![NULL]),
+        ("unknown numeric descriptor", described_list(0x99, &[])),
+        ("descriptor 0 (not a performative)", described_list(0x00, &[])),
+        ("a SASL performative in an AMQP frame", described_list(0x41, &[vec![0xa3, 1, b'X']])),
+        ("a message section as performative", described_list(0x70, &[])),
+        ("unknown symbolic descriptor", {
+            let mut v = vec![0x00, 0xa3, 13];
+            v.extend(b"amqp:foo:list");
+            v.push(0x45);
+            v
+        }),
+        ("described with no value", vec![0x00, 0x53, 0x10]),
+        ("ulong descriptor above 2^32", {
+            let mut v = vec![0x00, 0x80, 0, 0, 0, 1, 0, 0, 0, 0x10];
+            v.push(0x45);
+            v
+        }),
+    ];
+    for (what, body) in bodies {
+        let mut p = Peer::handshake(&b, "perf");
+        p.send(&raw_frame(FRAME_TYPE_AMQP, 0, &body));
+        let e = p.expect_close("amqp:decode-error");
+        eprintln!("{what}: {:?}", e.description);
+        // The same as the first frame (before OPEN).
+        let mut p = Peer::connect(&b);
+        let mut bytes = AMQP_HEADER.to_vec();
+        bytes.extend(raw_frame(FRAME_TYPE_AMQP, 0, &body));
+        p.send(&bytes);
+        p.expect_close("amqp:decode-error");
+    }
+    by.finish(&b);
+}
+
+#[test]
+fn max_frame_size_below_512_closes_with_frame_size_too_small() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "min-frame");
+    for size in [0u32, 8, 511] {
+        let mut p = Peer::connect(&b);
+        let mut bytes = AMQP_HEADER.to_vec();
+        bytes.extend(open_with(Open {
+            container_id: "small".into(),
+            max_frame_size: Some(size),
+            ..Default::default()
+        }));
+        p.send(&bytes);
+        p.expect_close("amqp:frame-size-too-small");
+    }
+    // 512 itself is fine, and the broker then writes no frame above 512 bytes.
+    let mut p = Peer::connect(&b);
+    let mut bytes = AMQP_HEADER.to_vec();
+    bytes.extend(open_with(Open { container_id: "ok".into(), max_frame_size: Some(512), ..Default::default() }));
+    p.send(&bytes);
+    p.wait(WAIT, |g| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Open(_)))));
+    p.wait(Duration::from_millis(300), |_| false);
+    assert!(p.opened() && p.close_frame().is_none() && !p.eof, "{}", p.summary());
+    by.finish(&b);
+}
+
+/// Within the engine's grace above a limit (64: a client may pipeline before it has
+/// seen our OPEN/BEGIN), a channel or handle above the maximum may be refused at its
+/// own scope with resource-limit-exceeded; beyond it (and per the specification
+/// always) the connection closes with framing-error. Never is it accepted.
+const LIMIT_GRACE: u32 = 64;
+
+#[test]
+fn channel_above_channel_max_is_refused() {
+    // SESSION_MAX 4: channel-max 3.
+    let b = Broker::start(&[("CONNECTORS_AMQP10_SESSION_MAX", "4")]);
+    let by = Bystander::start(&b, "channel-max");
+    let mut soft = Soft::default();
+    for ch in [4u16, 3 + LIMIT_GRACE as u16, 4 + LIMIT_GRACE as u16, 255, u16::MAX] {
+        soft.check(&format!("BEGIN on channel {ch}"), || {
+            let mut p = Peer::handshake(&b, "chmax");
+            let cm = p.performatives().find_map(|(_, p)| match p {
+                Performative::Open(o) => o.channel_max,
+                _ => None,
+            });
+            assert_eq!(cm, Some(3));
+            p.send(&begin(ch));
+            expect_session_refused(&mut p, ch, ch as u32 <= 3 + LIMIT_GRACE);
+            eprintln!("BEGIN on channel {ch}: {}", p.summary());
+        });
+    }
+    soft.check("our OPEN says channel-max 1, BEGIN on channel 2", || {
+        let mut p = Peer::connect(&b);
+        let mut bytes = AMQP_HEADER.to_vec();
+        bytes.extend(open_with(Open { container_id: "cm1".into(), channel_max: Some(1), ..Default::default() }));
+        bytes.extend(begin(2));
+        p.send(&bytes);
+        expect_session_refused(&mut p, 2, true);
+    });
+    soft.check("four sessions on channels 0..=3", || {
+        let mut p = Peer::handshake(&b, "many");
+        for ch in 0..4 {
+            p.begin(ch);
+        }
+        let ended = p.performatives().any(|(_, f)| matches!(f, Performative::End(_)));
+        assert!(p.close_frame().is_none() && !ended, "{}", p.summary());
+    });
+    soft.check("a frame on a channel with no session", || {
+        let mut p = Peer::handshake(&b, "nosession");
+        p.send(&flow(3, None, None));
+        p.expect_close("amqp:connection:framing-error");
+    });
+    soft.check("the highest allowed channel", || {
+        let mut p = Peer::handshake(&b, "ch3");
+        p.begin(3);
+        p.attach(3, 0, "s", Role::Sender, Some(&q("channel-max")), SenderSettleMode::Unsettled);
+        p.publish_accepted(3, 0, 0, &message(b"on channel 3", None));
+        assert_in_queue(&b, &q("channel-max"), &[b"on channel 3".to_vec()]);
+    });
+    soft.done();
+    by.finish(&b);
+}
+
+/// BEGIN on our channel `ch` above channel-max: CLOSE framing-error, or (when
+/// `grace_ok`) the session answered and at once ended with resource-limit-exceeded.
+fn expect_session_refused(p: &mut Peer, ch: u16, grace_ok: bool) {
+    p.wait(WAIT, |g| {
+        g.iter().any(|i| match i {
+            In::Amqp(_, Performative::Close(_)) => true,
+            In::Amqp(_, Performative::End(e)) => e.error.is_some(),
+            _ => false,
+        })
+    });
+    if !grace_ok || p.close_frame().is_some() {
+        p.expect_close("amqp:connection:framing-error");
+        return;
+    }
+    let bch = p.performatives().find_map(|(c, f)| match f {
+        Performative::Begin(b) if b.remote_channel == Some(ch) => Some(c),
+        _ => None,
+    });
+    let Some(bch) = bch else { panic!("BEGIN on channel {ch} above channel-max: {}", p.summary()) };
+    p.expect_end(bch, "amqp:resource-limit-exceeded");
+}
+
+#[test]
+fn handle_above_handle_max_is_refused() {
+    // MAX_LINKS_PER_SESSION 4: handle-max 3.
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_LINKS_PER_SESSION", "4")]);
+    let by = Bystander::start(&b, "handle-max");
+    let mut soft = Soft::default();
+    for h in [4u32, 3 + LIMIT_GRACE, 4 + LIMIT_GRACE, 1 << 31, (1 << 31) + 1, u32::MAX] {
+        soft.check(&format!("ATTACH handle {h}"), || {
+            let mut p = Peer::handshake(&b, "hmax");
+            p.send(&begin(0));
+            let hm = p.wait(WAIT, |g| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Begin(_)))));
+            assert!(hm);
+            let handle_max = p.performatives().find_map(|(_, p)| match p {
+                Performative::Begin(b) => b.handle_max,
+                _ => None,
+            });
+            assert_eq!(handle_max, Some(3));
+            p.send(&attach_frame(0, h, "big-handle", Role::Sender, Some("queues/x"), SenderSettleMode::Unsettled));
+            p.wait(WAIT, |g| {
+                g.iter().any(|i| match i {
+                    In::Amqp(_, Performative::Close(_)) => true,
+                    In::Amqp(_, Performative::Detach(d)) => d.error.is_some(),
+                    _ => false,
+                })
+            });
+            if h > 3 + LIMIT_GRACE || p.close_frame().is_some() {
+                p.expect_close("amqp:connection:framing-error");
+            } else {
+                // Within the grace: the link is refused (no terminus, then DETACH).
+                let a = p.performatives().find_map(|(_, f)| match f {
+                    Performative::Attach(a) if a.name == "big-handle" => Some(a.clone()),
+                    _ => None,
+                });
+                let Some(a) = a else { panic!("ATTACH handle {h} above handle-max: {}", p.summary()) };
+                assert!(a.target.is_none(), "ATTACH handle {h} above handle-max was accepted: {}", p.summary());
+                assert!(p.credit(a.handle).is_none(), "credit granted on handle {h}: {}", p.summary());
+                p.expect_detach(a.handle, "amqp:resource-limit-exceeded");
+            }
+            eprintln!("ATTACH handle {h}: {}", p.summary());
+        });
+    }
+    // FLOW/TRANSFER naming a handle >= 2^31 (never attached): session errors.
+    soft.check("FLOW on handle 2^31", || {
+        let mut p = Peer::handshake(&b, "hmax-flow");
+        let bch = p.begin(0);
+        p.send(&flow(0, Some(1 << 31), Some(10)));
+        p.expect_end(bch, "amqp:session:unattached-handle");
+        p.assert_connection_usable(0, 1, &q("handle-max-2"));
+    });
+    soft.check("TRANSFER on handle 2^32-1", || {
+        let mut p = Peer::handshake(&b, "hmax-transfer");
+        let bch = p.begin(0);
+        p.send(&delivery(0, u32::MAX, 0, &message(b"x", None)));
+        p.expect_end(bch, "amqp:session:errant-link");
+        p.assert_connection_usable(0, 1, &q("handle-max-2"));
+    });
+    soft.check("the highest allowed handle", || {
+        let mut p = Peer::handshake(&b, "h3");
+        p.begin(0);
+        p.attach(0, 3, "h3", Role::Sender, Some(&q("handle-max")), SenderSettleMode::Unsettled);
+        p.publish_accepted(0, 3, 0, &message(b"on handle 3", None));
+        assert_in_queue(&b, &q("handle-max"), &[b"on handle 3".to_vec()]);
+    });
+    soft.done();
+    by.finish(&b);
+}
+
+// ====================================================================== handles
+
+#[test]
+fn attach_with_a_handle_in_use_ends_the_session() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "handle-in-use");
+    let mut p = Peer::handshake(&b, "inuse");
+    let bch = p.begin(0);
+    p.attach(0, 0, "first", Role::Sender, Some(&q("in-use")), SenderSettleMode::Unsettled);
+    p.publish_accepted(0, 0, 0, &message(b"accepted before", None));
+    p.send(&attach_frame(0, 0, "second", Role::Sender, Some(&q("in-use")), SenderSettleMode::Unsettled));
+    // The reference's vocabulary (errant-link) for what the specification calls handle-in-use.
+    p.expect_end(bch, "amqp:session:errant-link");
+    p.assert_connection_usable(0, 1, &q("in-use"));
+    // The same with a receiving link on the handle.
+    let mut p = Peer::handshake(&b, "inuse-r");
+    let bch = p.begin(0);
+    p.attach(0, 5, "r", Role::Receiver, Some(&q("in-use-r")), SenderSettleMode::Unsettled);
+    p.send(&attach_frame(0, 5, "s", Role::Sender, Some(&q("in-use-r")), SenderSettleMode::Unsettled));
+    p.expect_end(bch, "amqp:session:errant-link");
+    assert_in_queue(&b, &q("in-use"), &[b"accepted before".to_vec(), b"connection still usable".to_vec()]);
+    by.finish(&b);
+}
+
+#[test]
+fn flow_transfer_disposition_on_an_unattached_handle() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "unattached");
+    // FLOW on a handle never attached.
+    let mut p = Peer::handshake(&b, "flow");
+    let bch = p.begin(0);
+    p.attach(0, 0, "s", Role::Sender, Some(&q("unattached")), SenderSettleMode::Unsettled);
+    p.publish_accepted(0, 0, 0, &message(b"before flow", None));
+    p.send(&flow(0, Some(7), Some(5)));
+    let e = p.expect_end(bch, "amqp:session:unattached-handle");
+    eprintln!("FLOW: {:?}", e.description);
+    p.assert_connection_usable(0, 1, &q("unattached-2"));
+    // TRANSFER on a handle never attached: errant-link (the reference's condition).
+    let mut p = Peer::handshake(&b, "transfer");
+    let bch = p.begin(0);
+    p.send(&delivery(0, 9, 0, &message(b"x", None)));
+    p.expect_end(bch, "amqp:session:errant-link");
+    p.assert_connection_usable(0, 1, &q("unattached-2"));
+    // TRANSFER on a handle after the link was detached (by us, and acknowledged).
+    let mut p = Peer::handshake(&b, "transfer-after-detach");
+    let bch = p.begin(0);
+    let bh = p.attach(0, 0, "s", Role::Sender, Some(&q("unattached")), SenderSettleMode::Unsettled);
+    p.send(&frame(0, Performative::Detach(Detach { handle: 0, closed: Some(true), error: None }), &[]));
+    assert!(p.wait(WAIT, |g| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Detach(d)) if d.handle == bh))));
+    p.send(&delivery(0, 0, 0, &message(b"x", None)));
+    p.expect_end(bch, "amqp:session:errant-link");
+    // DETACH on a handle never attached.
+    let mut p = Peer::handshake(&b, "detach");
+    let bch = p.begin(0);
+    p.send(&frame(0, Performative::Detach(Detach { handle: 3, closed: Some(true), error: None }), &[]));
+    p.expect_end(bch, "amqp:session:unattached-handle");
+    // DISPOSITION has no handle: one for delivery-ids that belong to no link is
+    // ignored, and the session goes on.
+    let mut p = Peer::handshake(&b, "disposition");
+    p.begin(0);
+    p.attach(0, 0, "s", Role::Sender, Some(&q("unattached")), SenderSettleMode::Unsettled);
+    for role in [Role::Receiver, Role::Sender] {
+        let d = Disposition {
+            role,
+            first: 100,
+            last: Some(200),
+            settled: Some(true),
+            state: Some(DeliveryState::Accepted),
+            batchable: None,
+        };
+        p.send(&frame(0, Performative::Disposition(d), &[]));
+    }
+    p.publish_accepted(0, 0, 0, &message(b"after disposition", None));
+    assert!(p.close_frame().is_none());
+    assert_in_queue(&b, &q("unattached"), &[b"before flow".to_vec(), b"after disposition".to_vec()]);
+    by.finish(&b);
+}
+
+// ====================================================================== windows and credit
+
+#[test]
+fn transfer_beyond_the_session_window_ends_the_session() {
+    // A large link credit so that the session window (2048 frames) is the limit; one
+    // delivery of many small frames (more=true) takes one credit and many window slots.
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "1048576")]);
+    let by = Bystander::start(&b, "window");
+    let mut p = Peer::handshake(&b, "window");
+    let bch = p.begin(0);
+    let begin_window = p.performatives().find_map(|(_, f)| match f {
+        Performative::Begin(b) => Some(b.incoming_window),
+        _ => None,
+    });
+    assert_eq!(begin_window, Some(2048));
+    p.attach(0, 0, "s", Role::Sender, Some(&q("window")), SenderSettleMode::Unsettled);
+    p.publish_accepted(0, 0, 0, &message(b"before the window", None));
+    let mut chunk = transfer(0, 0, Some(1), Some(b"big"), Some(false), true, &section(0x75, &[0xa0, 0]));
+    let cont = transfer(0, 0, None, None, None, true, b"x");
+    for _ in 0..4096 {
+        chunk.extend(&cont);
+    }
+    // Keep writing, never reading the broker's FLOWs: the window must run out.
+    let mut sent = 0usize;
+    let start = Instant::now();
+    let ended = loop {
+        p.send(&chunk);
+        sent += 4096;
+        if p.wait(Duration::from_millis(1), |g| {
+            g.iter().any(|i| matches!(i, In::Amqp(_, Performative::End(_) | Performative::Close(_))))
+        }) {
+            break true;
+        }
+        if sent > 2_000_000 || start.elapsed() > Duration::from_secs(20) {
+            break false;
+        }
+    };
+    assert!(ended, "no END after {sent} frames beyond the window: {}", p.summary());
+    let e = p.expect_end(bch, "amqp:session:window-violation");
+    eprintln!("window violation after {sent} frames sent: {:?}", e.description);
+    p.assert_connection_usable(0, 1, &q("window-2"));
+    assert_in_queue(&b, &q("window"), &[b"before the window".to_vec()]);
+    by.finish(&b);
+}
+
+#[test]
+fn transfer_without_link_credit_detaches_with_transfer_limit_exceeded() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "10")]);
+    let by = Bystander::start(&b, "credit");
+    // (1) Credit 10; three accepted leave 7 (not below half: no top-up). Eight more
+    // in one write: the eighth has no credit.
+    let mut p = Peer::handshake(&b, "credit");
+    p.begin(0);
+    let bh = p.attach(0, 0, "s", Role::Sender, Some(&q("credit")), SenderSettleMode::Unsettled);
+    assert_eq!(p.credit(bh), Some(10));
+    let mut accepted = Vec::new();
+    for id in 0..3 {
+        let body = format!("accepted {id}").into_bytes();
+        p.publish_accepted(0, 0, id, &message(&body, None));
+        accepted.push(body);
+    }
+    let mut burst = Vec::new();
+    for id in 3..11 {
+        burst.extend(delivery(0, 0, id, &message(format!("burst {id}").as_bytes(), None)));
+    }
+    p.send(&burst);
+    let e = p.expect_detach(bh, "amqp:link:transfer-limit-exceeded");
+    eprintln!("over credit: {:?}", e.description);
+    p.send(&frame(0, Performative::Detach(Detach { handle: 0, closed: Some(true), error: None }), &[]));
+    p.assert_session_usable(0, 1, &q("credit-2"), 100);
+    assert_in_queue(&b, &q("credit"), &accepted);
+
+    // (2) A TRANSFER pipelined right behind its ATTACH: no credit was ever granted.
+    // The broker must still answer the ATTACH (so the link exists for the peer) and
+    // then detach it with transfer-limit-exceeded.
+    let mut soft = Soft::default();
+    soft.check("TRANSFER pipelined behind its ATTACH", || {
+        let mut p = Peer::handshake(&b, "pipelined");
+        p.begin(0);
+        let mut bytes = attach_frame(0, 0, "piped", Role::Sender, Some(&q("credit-3")), SenderSettleMode::Unsettled);
+        bytes.extend(delivery(0, 0, 0, &message(b"before credit", None)));
+        p.send(&bytes);
+        let mut bh = None;
+        p.wait(WAIT, |g| {
+            bh = g.iter().find_map(|i| match i {
+                In::Amqp(_, Performative::Attach(a)) if a.name == "piped" => Some(a.handle),
+                _ => None,
+            });
+            bh.is_some_and(|h| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Detach(d)) if d.handle == h)))
+                || g.iter().any(|i| matches!(i, In::Amqp(_, Performative::End(_) | Performative::Close(_))))
+        });
+        let bh = bh.unwrap_or_else(|| panic!("the broker never answered the ATTACH: {}", p.summary()));
+        p.expect_detach(bh, "amqp:link:transfer-limit-exceeded");
+    });
+    soft.done();
+    by.finish(&b);
+}
+
+// ====================================================================== transfers
+
+/// A peer with a session on channel 0 and a sending link on handle 0 to `address`
+/// that already had `before` accepted as delivery 0; returns (peer, broker channel,
+/// broker handle).
+fn producer(b: &Broker, name: &str, address: &str, mode: SenderSettleMode, before: &[u8]) -> (Peer, u16, u32) {
+    let mut p = Peer::handshake(b, name);
+    let bch = p.begin(0);
+    let bh = p.attach(0, 0, name, Role::Sender, Some(address), mode);
+    if mode != SenderSettleMode::Settled {
+        p.publish_accepted(0, 0, 0, &message(before, None));
+    }
+    (p, bch, bh)
+}
+
+#[test]
+fn first_transfer_without_delivery_id_or_tag_detaches_with_invalid_field() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "no-id");
+    let addr = q("no-id");
+    let mut expected = Vec::new();
+    for (what, id, tag) in
+        [("no delivery-id", None, Some(&b"t1"[..])), ("no delivery-tag", Some(1), None), ("neither", None, None)]
+    {
+        let before = format!("before {what}").into_bytes();
+        let (mut p, _bch, bh) = producer(&b, "noid", &addr, SenderSettleMode::Unsettled, &before);
+        expected.push(before);
+        p.send(&transfer(0, 0, id, tag, Some(false), false, &message(b"x", None)));
+        let e = p.expect_detach(bh, "amqp:invalid-field");
+        eprintln!("{what}: {:?}", e.description);
+        p.assert_session_usable(0, 1, &q("no-id-2"), 50);
+    }
+    assert_in_queue(&b, &addr, &expected);
+    by.finish(&b);
+}
+
+#[test]
+fn delivery_tag_over_32_bytes_is_a_decode_error() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "long-tag");
+    let addr = q("long-tag");
+    let (mut p, _, _) = producer(&b, "tag", &addr, SenderSettleMode::Unsettled, b"before the long tag");
+    let mut tag = vec![0xa0, 33];
+    tag.extend([7u8; 33]);
+    let body = described_list(0x14, &[uint(0), uint(1), tag, uint(0), vec![0x42]]);
+    let mut payload = body;
+    payload.extend(message(b"x", None));
+    p.send(&raw_frame(FRAME_TYPE_AMQP, 0, &payload));
+    // The TRANSFER does not decode: a decode error closes the connection.
+    p.expect_close("amqp:decode-error");
+    // 32 bytes is fine.
+    let (mut p, _, _) = producer(&b, "tag32", &addr, SenderSettleMode::Unsettled, b"before tag 32");
+    p.send(&transfer(0, 0, Some(1), Some(&[9u8; 32]), Some(false), false, &message(b"tag 32", None)));
+    assert_eq!(p.outcome(1), Some(DeliveryState::Accepted));
+    assert_in_queue(&b, &addr, &[b"before the long tag".to_vec(), b"before tag 32".to_vec(), b"tag 32".to_vec()]);
+    by.finish(&b);
+}
+
+#[test]
+fn continuation_with_another_delivery_id_detaches_with_invalid_field() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "continuation");
+    let addr = q("continuation");
+    let (mut p, _, bh) = producer(&b, "cont", &addr, SenderSettleMode::Unsettled, b"before");
+    let m = message(b"split across two frames", None);
+    let (a, rest) = m.split_at(5);
+    let mut bytes = transfer(0, 0, Some(1), Some(b"t"), Some(false), true, a);
+    bytes.extend(transfer(0, 0, Some(2), Some(b"t"), Some(false), false, rest));
+    p.send(&bytes);
+    p.expect_detach(bh, "amqp:invalid-field");
+    p.assert_session_usable(0, 1, &addr, 10);
+    // The same delivery-id repeated on the continuation is fine.
+    let (mut p, _, _) = producer(&b, "cont-ok", &addr, SenderSettleMode::Unsettled, b"before 2");
+    let m = message(b"two frames, same id", None);
+    let (a, rest) = m.split_at(5);
+    let mut bytes = transfer(0, 0, Some(1), Some(b"t"), Some(false), true, a);
+    bytes.extend(transfer(0, 0, Some(1), None, None, false, rest));
+    p.send(&bytes);
+    assert_eq!(p.outcome(1), Some(DeliveryState::Accepted));
+    let got = assert_in_queue(&b, &addr, &[b"before".to_vec(), b"before 2".to_vec(), b"two frames, same id".to_vec()]);
+    assert!(!got.contains(&b"split across two frames".to_vec()), "the broken delivery must not be stored");
+    by.finish(&b);
+}
+
+#[test]
+fn settled_flag_contradicting_the_settle_mode_detaches_with_invalid_field() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "settle-mode");
+    let addr = q("settle-mode");
+    let mut soft = Soft::default();
+    soft.check("snd-settle-mode settled, an unsettled transfer", || {
+        let (mut p, _, bh) = producer(&b, "settled", &addr, SenderSettleMode::Settled, b"");
+        p.send(&transfer(0, 0, Some(0), Some(b"ok"), Some(true), false, &message(b"presettled ok", None)));
+        p.send(&transfer(0, 0, Some(1), Some(b"bad"), Some(false), false, &message(b"unsettled on settled", None)));
+        let e = p.expect_detach(bh, "amqp:invalid-field");
+        eprintln!("unsettled on a settled link: {:?}", e.description);
+    });
+    soft.check("snd-settle-mode unsettled (the sender's declared mode), a settled transfer", || {
+        let (mut p, _, bh) = producer(&b, "unsettled", &addr, SenderSettleMode::Unsettled, b"before");
+        p.send(&transfer(0, 0, Some(1), Some(b"bad"), Some(true), false, &message(b"settled on unsettled", None)));
+        let e = p.expect_detach(bh, "amqp:invalid-field");
+        eprintln!("settled on an unsettled link: {:?}", e.description);
+    });
+    soft.check("mixed allows both", || {
+        let (mut p, _, _) = producer(&b, "mixed", &addr, SenderSettleMode::Mixed, b"mixed before");
+        p.send(&transfer(0, 0, Some(1), Some(b"s"), Some(true), false, &message(b"mixed settled", None)));
+        p.publish_accepted(0, 0, 2, &message(b"mixed unsettled", None));
+        assert!(p.close_frame().is_none());
+    });
+    soft.check("accepted messages kept", || {
+        assert_in_queue(
+            &b,
+            &addr,
+            &[
+                b"presettled ok".to_vec(),
+                b"before".to_vec(),
+                b"mixed before".to_vec(),
+                b"mixed settled".to_vec(),
+                b"mixed unsettled".to_vec(),
+            ],
+        );
+    });
+    soft.done();
+    by.finish(&b);
+}
+
+#[test]
+fn endless_more_true_is_bounded_by_the_max_message_size() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_MESSAGE_SIZE", "65536")]);
+    let by = Bystander::start(&b, "endless");
+    let addr = q("endless");
+    let rss0 = rss_kb(b.pid());
+    let (mut p, _, bh) = producer(&b, "endless", &addr, SenderSettleMode::Unsettled, b"before endless");
+    let attach_max = p.performatives().find_map(|(_, f)| match f {
+        Performative::Attach(a) => a.max_message_size,
+        _ => None,
+    });
+    assert_eq!(attach_max, Some(65536));
+    let mut bytes =
+        transfer(0, 0, Some(1), Some(b"endless"), Some(false), true, &[0x00, 0x53, 0x75, 0xb0, 0x7f, 0xff, 0xff, 0xff]);
+    let cont = transfer(0, 0, None, None, None, true, &[0x55; 1000]);
+    for _ in 0..1000 {
+        bytes.extend(&cont);
+    }
+    let mut sent = 0usize;
+    let detached = loop {
+        p.send(&bytes);
+        sent += bytes.len();
+        bytes = cont.repeat(1000);
+        if p.wait(Duration::from_millis(1), |g| {
+            g.iter().any(|i| {
+                matches!(i, In::Amqp(_, Performative::Detach(_) | Performative::End(_) | Performative::Close(_)))
+            })
+        }) {
+            break true;
+        }
+        if sent > 64 << 20 {
+            break false;
+        }
+    };
+    assert!(detached, "still reading after {sent} bytes of one delivery: {}", p.summary());
+    p.expect_detach(bh, "amqp:link:message-size-exceeded");
+    // The message exactly at the limit is fine; one byte more is not.
+    let head = message(b"", None);
+    let fit = 65536 - head.len() - 3; // data section: vbin32 header is 5 bytes, vbin8 2 (+3 descriptor)
+    let m = message(&vec![1u8; fit], None);
+    assert!(m.len() <= 65536, "{}", m.len());
+    let (mut p, _, bh) = producer(&b, "limit", &q("endless-2"), SenderSettleMode::Unsettled, b"before limit");
+    p.send(&delivery(0, 0, 1, &m));
+    assert_eq!(p.outcome(1), Some(DeliveryState::Accepted));
+    let over = message(&vec![2u8; 65536], None);
+    p.send(&delivery(0, 0, 2, &over));
+    p.expect_detach(bh, "amqp:link:message-size-exceeded");
+    let grew = rss_kb(b.pid()).saturating_sub(rss0);
+    assert!(grew < 32 * 1024, "RSS grew by {grew} KiB after {sent} bytes of one endless delivery");
+    assert_in_queue(&b, &addr, &[b"before endless".to_vec()]);
+    by.finish(&b);
+}
+
+// ====================================================================== message content
+
+/// Publish `payload` (delivery 1) on a fresh producer link and return the outcome;
+/// the link must stay attached and take a good message afterwards.
+fn publish_raw(b: &Broker, name: &str, address: &str, payload: &[u8]) -> Option<DeliveryState> {
+    let (mut p, _, _) = producer(b, name, address, SenderSettleMode::Unsettled, format!("before {name}").as_bytes());
+    p.send(&delivery(0, 0, 1, payload));
+    let st = p.outcome(1);
+    p.publish_accepted(0, 0, 2, &message(format!("after {name}").as_bytes(), None));
+    assert!(p.close_frame().is_none(), "{}", p.summary());
+    st
+}
+
+fn rejected_with(st: &Option<DeliveryState>) -> Option<String> {
+    match st {
+        Some(DeliveryState::Rejected(r)) => r.error.as_ref().map(|e| e.condition.as_str().to_owned()),
+        _ => None,
+    }
+}
+
+#[test]
+fn message_sections_out_of_order_or_duplicated_are_rejected() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "sections");
+    let addr = q("sections");
+    let header = enc(&sluice_proto::types::Header { durable: Some(true), ..Default::default() });
+    let props = enc(&Properties { subject: Some("s".into()), ..Default::default() });
+    let app = section(0x74, &[0xc1, 1, 0]);
+    let body = data_section(b"body");
+    let value = section(0x77, &[0x45]);
+    let footer = section(0x78, &[0xc1, 1, 0]);
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("properties before header", [props.clone(), header.clone(), body.clone()].concat()),
+        ("header twice", [header.clone(), header.clone(), body.clone()].concat()),
+        ("properties twice", [props.clone(), props.clone(), body.clone()].concat()),
+        ("application-properties after the body", [body.clone(), app.clone()].concat()),
+        ("footer before the body", [footer.clone(), body.clone()].concat()),
+        ("footer twice", [body.clone(), footer.clone(), footer.clone()].concat()),
+        ("data then amqp-value", [body.clone(), value.clone()].concat()),
+        ("amqp-value twice", [value.clone(), value.clone()].concat()),
+        ("unknown section", [section(0x79, &[0x45]), body.clone()].concat()),
+        ("not a described section", [vec![0x45], body.clone()].concat()),
+    ];
+    for (what, payload) in cases {
+        let st = publish_raw(&b, "sections", &addr, &payload);
+        assert_eq!(rejected_with(&st).as_deref(), Some("amqp:decode-error"), "{what}: {st:?}");
+    }
+    // Several data sections are one body: accepted.
+    let ok = [header, props, app, body.clone(), body, footer].concat();
+    assert_eq!(publish_raw(&b, "sections", &addr, &ok), Some(DeliveryState::Accepted));
+    by.finish(&b);
+}
+
+#[test]
+fn user_id_other_than_the_authenticated_identity_is_rejected() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "user-id");
+    let addr = q("user-id");
+    // SASL PLAIN with username alice (auth disabled): the client is alice.
+    let mut cfg = Config::client("alice-app");
+    cfg.client_sasl = Some(sasl_plain("alice", "secret"));
+    let mut c = Client::connect_with(b.addr(), cfg).unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some(&addr), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    let send = |c: &mut Client, user: Option<&[u8]>, body: &[u8]| {
+        let props = user.map(|u| Properties { user_id: Some(Bytes::copy_from_slice(u)), ..Default::default() });
+        let id = c.send(s, Bytes::from(message(body, props)), false).unwrap();
+        c.wait_outcome(s, id).unwrap()
+    };
+    assert_eq!(send(&mut c, Some(b"alice"), b"from alice"), Some(DeliveryState::Accepted));
+    assert_eq!(send(&mut c, None, b"no user-id"), Some(DeliveryState::Accepted));
+    let st = send(&mut c, Some(b"mallory"), b"forged");
+    assert_eq!(rejected_with(&st).as_deref(), Some("amqp:unauthorized-access"), "{st:?}");
+    // Only the message is refused: the link goes on.
+    assert_eq!(send(&mut c, Some(b"alice"), b"alice again"), Some(DeliveryState::Accepted));
+    // A forged user-id next to a field that does not decode (subject: invalid
+    // UTF-8): the properties section cannot be read, so the message cannot be
+    // checked, and must not be stored.
+    let mut soft = Soft::default();
+    soft.check("user-id behind an undecodable properties section", || {
+        let mut props = vec![0x00, 0x53, 0x73, 0xc0, 16, 4, NULL];
+        props.extend([0xa0, 7]);
+        props.extend(b"mallory");
+        props.push(NULL);
+        props.extend(str8(b"\xff\xfe"));
+        props.extend(data_section(b"forged behind a bad subject"));
+        let id = c.send(s, Bytes::from(props), false).unwrap();
+        let st = c.wait_outcome(s, id).unwrap();
+        assert!(
+            matches!(st, Some(DeliveryState::Rejected(_))),
+            "a user-id that could not be checked was accepted: {st:?}"
+        );
+    });
+    // Through the anonymous terminus too.
+    let anon = c.attach_sender(ch, "anon", None, &LinkOptions::default()).unwrap();
+    c.wait_credit(anon).unwrap();
+    let props =
+        Properties { user_id: Some(Bytes::from_static(b"mallory")), to: Some(addr.clone()), ..Default::default() };
+    let id = c.send(anon, Bytes::from(message(b"forged anon", Some(props))), false).unwrap();
+    let st = c.wait_outcome(anon, id).unwrap();
+    assert_eq!(rejected_with(&st).as_deref(), Some("amqp:unauthorized-access"), "{st:?}");
+    let got = assert_in_queue(&b, &addr, &[b"from alice".to_vec(), b"no user-id".to_vec(), b"alice again".to_vec()]);
+    soft.check("no forged message stored", || {
+        let forged: Vec<_> =
+            got.iter().filter(|m| m.starts_with(b"forged")).map(|m| String::from_utf8_lossy(m)).collect();
+        assert!(forged.is_empty(), "forged messages stored: {forged:?}");
+    });
+    soft.done();
+    by.finish(&b);
+}
+
+#[test]
+fn disposition_over_the_whole_serial_number_range() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "disposition");
+    let addr = q("disposition");
+    let mut c = Client::connect(b.addr(), "filler").unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some(&addr), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    for i in 0..5 {
+        let id = c.send(s, data_message(format!("m{i}").as_bytes()), false).unwrap();
+        assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+    // A consumer holds 5 unsettled deliveries, then settles "0..2^32-1" at once.
+    let mut p = Peer::handshake(&b, "range");
+    p.begin(0);
+    let bh = p.attach(0, 0, "r", Role::Receiver, Some(&addr), SenderSettleMode::Unsettled);
+    p.send(&flow(0, Some(0), Some(5)));
+    let five = p.wait(WAIT, |g| g.iter().filter(|i| matches!(i, In::Amqp(_, Performative::Transfer(_)))).count() >= 5);
+    assert!(five, "{}", p.summary());
+    let t0 = Instant::now();
+    let since = p.got.len();
+    for (first, last) in [(0u32, u32::MAX), (1, 0), (u32::MAX, u32::MAX - 1)] {
+        let d = Disposition {
+            role: Role::Receiver,
+            first,
+            last: Some(last),
+            settled: Some(true),
+            state: Some(DeliveryState::Accepted),
+            batchable: None,
+        };
+        p.send(&frame(0, Performative::Disposition(d), &[]));
+    }
+    // The session still answers at once.
+    p.send(&frame(
+        0,
+        Performative::Flow(Flow {
+            next_incoming_id: Some(5),
+            incoming_window: 2048,
+            next_outgoing_id: 0,
+            outgoing_window: 2048,
+            handle: Some(0),
+            delivery_count: Some(5),
+            link_credit: Some(0),
+            echo: Some(true),
+            ..Default::default()
+        }),
+        &[],
+    ));
+    let echoed = p.wait(WAIT, |g| {
+        g[since..].iter().any(|i| matches!(i, In::Amqp(_, Performative::Flow(f)) if f.handle == Some(bh)))
+    });
+    assert!(echoed, "{}", p.summary());
+    assert!(t0.elapsed() < Duration::from_secs(2), "the range took {:?}", t0.elapsed());
+    assert!(p.close_frame().is_none(), "{}", p.summary());
+    // The 5 were accepted: they do not come back after the consumer leaves.
+    p.send(&close());
+    assert!(p.wait_eof(WAIT));
+    let mut r = Client::connect(b.addr(), "after").unwrap();
+    let rch = r.begin().unwrap();
+    let rl = r.attach_receiver(rch, "r2", Some(&addr), &LinkOptions::default()).unwrap();
+    r.engine().grant_credit(rl, 10, false).unwrap();
+    assert!(r.receive(rl, Duration::from_millis(1500)).is_err(), "settled deliveries came back");
+    // The same range as a sender-role disposition (about deliveries nobody sent) is ignored.
+    let mut p = Peer::handshake(&b, "range-sender");
+    p.begin(0);
+    p.attach(0, 0, "s", Role::Sender, Some(&addr), SenderSettleMode::Unsettled);
+    let d = Disposition {
+        role: Role::Sender,
+        first: 0,
+        last: Some(u32::MAX),
+        settled: Some(true),
+        state: None,
+        batchable: None,
+    };
+    p.send(&frame(0, Performative::Disposition(d), &[]));
+    p.publish_accepted(0, 0, 0, &message(b"after range", None));
+    by.finish(&b);
+}
+
+// ====================================================================== encodings
+
+/// An OPEN frame whose properties hold `value` (already encoded) under key "k".
+fn open_with_property(value: &[u8]) -> Vec<u8> {
+    let mut map = vec![0xd1];
+    let entries = [vec![0xa3, 1, b'k'], value.to_vec()].concat();
+    map.extend(((entries.len() + 4) as u32).to_be_bytes());
+    map.extend(2u32.to_be_bytes());
+    map.extend(entries);
+    let fields = vec![
+        str8(b"c"),
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        map,
+    ];
+    raw_frame(FRAME_TYPE_AMQP, 0, &described_list(0x10, &fields))
+}
+
+/// An ATTACH (handle 1, role sender, to `queues/x`) whose `unsettled` field is `value`.
+fn attach_with_unsettled(value: &[u8]) -> Vec<u8> {
+    let target = enc(&Target { address: Some("queues/x".into()), ..Default::default() });
+    let fields = vec![str8(b"l"), uint(1), vec![0x42], vec![NULL], vec![NULL], vec![NULL], target, value.to_vec()];
+    raw_frame(FRAME_TYPE_AMQP, 0, &described_list(0x12, &fields))
+}
+
+/// The bad bytes in OPEN (before OPEN is negotiated: the broker answers OPEN+CLOSE),
+/// and in an ATTACH on an open session: both close the connection with decode-error.
+fn assert_performative_decode_error(b: &Broker, what: &str, value: &[u8]) {
+    let mut p = Peer::connect(b);
+    let mut bytes = AMQP_HEADER.to_vec();
+    bytes.extend(open_with_property(value));
+    p.send(&bytes);
+    let e = p.expect_close("amqp:decode-error");
+    eprintln!("{what} in OPEN: {:?}", e.description);
+    let mut p = Peer::handshake(b, "enc");
+    p.begin(0);
+    p.send(&attach_with_unsettled(value));
+    let e = p.expect_close("amqp:decode-error");
+    eprintln!("{what} in ATTACH: {:?}", e.description);
+}
+
+#[test]
+fn compound_or_binary_length_past_the_end_is_a_decode_error() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "lengths");
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("vbin32 of 2^32-1 bytes", vec![0xb0, 0xff, 0xff, 0xff, 0xff, 1, 2, 3]),
+        ("vbin8 of 200 bytes", vec![0xa0, 200, 1, 2, 3]),
+        ("str32 past the end", vec![0xb1, 0x7f, 0xff, 0xff, 0xff, b'a']),
+        ("list32 size past the end", vec![0xd0, 0x00, 0x10, 0x00, 0x00, 0, 0, 0, 1, NULL]),
+        ("list32 count larger than its size", vec![0xd0, 0, 0, 0, 5, 0xff, 0xff, 0xff, 0xff, NULL]),
+        ("map32 size past the end", vec![0xd1, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 2]),
+        ("array32 size past the end", vec![0xf0, 0x7f, 0xff, 0xff, 0xff, 0, 0, 0, 9, 0x71]),
+        ("list8 size past the end", vec![0xc0, 250, 1, NULL]),
+    ];
+    for (what, v) in &cases {
+        assert_performative_decode_error(&b, what, v);
+    }
+    // The performative's own list size past the end of the frame.
+    let mut p = Peer::handshake(&b, "list-size");
+    p.send(&raw_frame(FRAME_TYPE_AMQP, 0, &[0x00, 0x53, 0x11, 0xd0, 0x00, 0x01, 0x00, 0x00, 0, 0, 0, 4, 0x40]));
+    p.expect_close("amqp:decode-error");
+    // The same inside a message: the message is rejected, the link goes on. (A
+    // list whose count exceeds its bytes but whose size fits is skipped by its size:
+    // message sections stay raw, so that one is not checked here.)
+    let addr = q("lengths");
+    for (what, v) in cases.iter().filter(|(w, _)| !w.contains("count larger")) {
+        let payload = section(0x77, v);
+        let st = publish_raw(&b, "len", &addr, &payload);
+        assert_eq!(rejected_with(&st).as_deref(), Some("amqp:decode-error"), "{what} in a message: {st:?}");
+    }
+    let st = publish_raw(&b, "len", &addr, &[0x00, 0x53, 0x75, 0xb0, 0xff, 0xff, 0xff, 0xff, 1, 2]);
+    assert_eq!(rejected_with(&st).as_deref(), Some("amqp:decode-error"), "data section past the end: {st:?}");
+    by.finish(&b);
+}
+
+/// array32 of 2^32-1 elements of a zero-width constructor, and nothing after it.
+fn zero_width_array(ctor: u8) -> Vec<u8> {
+    let mut v = vec![0xf0];
+    v.extend(5u32.to_be_bytes()); // count (4) + constructor (1)
+    v.extend(u32::MAX.to_be_bytes());
+    v.push(ctor);
+    v
+}
+
+#[test]
+fn array_of_2_32_zero_width_elements_is_refused() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "zero-width");
+    let rss0 = rss_kb(b.pid());
+    for (what, ctor) in
+        [("null", NULL), ("true", 0x41), ("false", 0x42), ("uint0", 0x43), ("ulong0", 0x44), ("list0", 0x45)]
+    {
+        let t0 = Instant::now();
+        assert_performative_decode_error(&b, &format!("array of 2^32-1 {what}"), &zero_width_array(ctor));
+        assert!(t0.elapsed() < Duration::from_secs(3), "{what}: took {:?}", t0.elapsed());
+    }
+    // In a message (application-properties {"k": that array}): a definite, prompt
+    // outcome and no expansion, and a selector that reads it copes.
+    let mut app = vec![0x00, 0x53, 0x74, 0xd1];
+    let entries = [vec![0xa1, 1, b'k'], zero_width_array(NULL)].concat();
+    app.extend(((entries.len() + 4) as u32).to_be_bytes());
+    app.extend(2u32.to_be_bytes());
+    app.extend(entries);
+    app.extend(data_section(b"zw"));
+    selector_copes_with(&b, "zero-width", &app);
+    let grew = rss_kb(b.pid()).saturating_sub(rss0);
+    assert!(grew < 32 * 1024, "RSS grew by {grew} KiB");
+    by.finish(&b);
+}
+
+/// A message whose sections are well delimited but whose contents do not decode:
+/// the broker keeps sections raw, so it may accept it (or reject it with
+/// decode-error), promptly either way; a selector consumer that has to read its
+/// application-properties does not match it and keeps working.
+fn selector_copes_with(b: &Broker, name: &str, payload: &[u8]) {
+    let addr = format!("events/{name}");
+    let mut sel = Client::connect(b.addr(), "selector").unwrap();
+    let sch = sel.begin().unwrap();
+    let filter = sluice_proto::codec::Fields(vec![(
+        Symbol::new("apache.org:selector-filter:string"),
+        sluice_proto::codec::Value::String("k = 1".into()),
+    )]);
+    let r = sel
+        .attach_receiver(sch, "sel", Some(&addr), &LinkOptions { filter: Some(filter), ..Default::default() })
+        .unwrap();
+    sel.engine().grant_credit(r, 10, false).unwrap();
+    let _ = sel.pump(Duration::from_millis(50));
+    let mut p = Peer::handshake(b, name);
+    p.begin(0);
+    p.attach(0, 0, "s", Role::Sender, Some(&addr), SenderSettleMode::Unsettled);
+    let t0 = Instant::now();
+    p.send(&delivery(0, 0, 0, payload));
+    let st = p.outcome(0);
+    eprintln!("{name}: {st:?} in {:?}", t0.elapsed());
+    assert!(
+        st == Some(DeliveryState::Accepted) || rejected_with(&st).as_deref() == Some("amqp:decode-error"),
+        "{name}: {st:?}"
+    );
+    // A good message with k = 1 still goes through to the selector consumer.
+    let good = Message {
+        application_properties: Some(vec![("k".into(), sluice_proto::codec::Value::Int(1))]),
+        body: Body::Data(Bytes::from_static(b"k is 1")),
+        ..Default::default()
+    };
+    p.publish_accepted(0, 0, 1, &good.to_bytes());
+    let d = sel.receive(r, WAIT).unwrap_or_else(|e| panic!("{name}: the selector consumer got nothing: {e}"));
+    let raw = RawMessage::parse(&d.payload).unwrap();
+    assert_eq!(raw.data().unwrap().unwrap(), b"k is 1", "{name}: the undecodable message matched the selector");
+}
+
+#[test]
+fn one_hundred_thousand_nested_described_types_are_refused() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_FRAME_SIZE", "2097152")]);
+    let by = Bystander::start(&b, "nested");
+    const DEPTH: usize = 100_000;
+    // described(descriptor 0x77, value: described(...)) ... ending in null.
+    let mut described = [0x00, 0x53, 0x77].repeat(DEPTH);
+    described.push(NULL);
+    // A descriptor that is itself described, 100,000 deep.
+    let mut in_descriptor = vec![0x00; DEPTH];
+    in_descriptor.extend([0x53, 0x01, NULL]);
+    // Lists nested 100,000 deep, each with consistent sizes.
+    let mut lists = vec![NULL];
+    for _ in 0..DEPTH {
+        let mut outer = vec![0xd0];
+        outer.extend(((lists.len() + 4) as u32).to_be_bytes());
+        outer.extend(1u32.to_be_bytes());
+        outer.extend(lists);
+        lists = outer;
+    }
+    for (what, v) in [("described values", &described), ("described descriptors", &in_descriptor), ("lists", &lists)] {
+        let mut p = Peer::handshake(&b, "nested");
+        p.begin(0);
+        let t0 = Instant::now();
+        p.send(&attach_with_unsettled(v));
+        let e = p.expect_close("amqp:decode-error");
+        eprintln!("{DEPTH} nested {what} in ATTACH: {:?} in {:?}", e.description, t0.elapsed());
+    }
+    // As a message body (amqp-value): the sections are found without recursing;
+    // rejected with decode-error or stored raw, and the broker lives on.
+    let addr = q("nested");
+    for (what, v) in [("described values", &described), ("lists", &lists)] {
+        let payload = section(0x77, v);
+        let t0 = Instant::now();
+        let st = publish_raw(&b, "nested", &addr, &payload);
+        eprintln!("{DEPTH} nested {what} in a body: {st:?} in {:?}", t0.elapsed());
+        assert!(
+            st == Some(DeliveryState::Accepted) || rejected_with(&st).as_deref() == Some("amqp:decode-error"),
+            "{DEPTH} nested {what} in a body: {st:?}"
+        );
+    }
+    // As application-properties, where a selector has to read them.
+    let mut app = section(0x74, &{
+        let entries = [vec![0xa1, 1, b'k'], lists.clone()].concat();
+        let mut m = vec![0xd1];
+        m.extend(((entries.len() + 4) as u32).to_be_bytes());
+        m.extend(2u32.to_be_bytes());
+        m.extend(entries);
+        m
+    });
+    app.extend(data_section(b"nested"));
+    selector_copes_with(&b, "nested", &app);
+    by.finish(&b);
+}
+
+#[test]
+fn map_with_an_odd_count_is_a_decode_error() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "odd-map");
+    for (what, v) in [
+        ("map8 count 3", vec![0xc1, 5, 3, 0xa3, 1, b'a', NULL]),
+        ("map8 count 1", vec![0xc1, 2, 1, NULL]),
+        ("map32 count 3", {
+            let mut m = vec![0xd1, 0, 0, 0, 8, 0, 0, 0, 3];
+            m.extend([0xa3, 1, b'a', NULL]);
+            m
+        }),
+    ] {
+        assert_performative_decode_error(&b, what, &v);
+    }
+    // Link properties (a map the broker reads) with an odd count.
+    let mut p = Peer::handshake(&b, "odd-props");
+    p.begin(0);
+    let target = enc(&Target { address: Some("queues/x".into()), ..Default::default() });
+    let fields = vec![
+        str8(b"l"),
+        uint(0),
+        vec![0x42],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        target,
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![NULL],
+        vec![0xc1, 5, 3, 0xa3, 1, b'a', NULL],
+    ];
+    p.send(&raw_frame(FRAME_TYPE_AMQP, 0, &described_list(0x12, &fields)));
+    p.expect_close("amqp:decode-error");
+    // application-properties with an odd count in a message.
+    let mut payload = section(0x74, &[0xc1, 5, 3, 0xa1, 1, b'k', NULL]);
+    payload.extend(data_section(b"odd"));
+    selector_copes_with(&b, "odd-map", &payload);
+    by.finish(&b);
+}
+
+#[test]
+fn invalid_utf8_is_a_decode_error() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "utf8");
+    let bad: &[&[u8]] = &[b"\xff\xfe", b"a\xc3", b"\xed\xa0\x80", b"\xc0\xaf", b"\xf4\x90\x80\x80"];
+    for s in bad {
+        // container-id in OPEN.
+        let mut p = Peer::connect(&b);
+        let mut bytes = AMQP_HEADER.to_vec();
+        bytes.extend(raw_frame(FRAME_TYPE_AMQP, 0, &described_list(0x10, &[str8(s)])));
+        p.send(&bytes);
+        p.expect_close("amqp:decode-error");
+        // Link name in ATTACH.
+        let mut p = Peer::handshake(&b, "utf8");
+        p.begin(0);
+        let target = enc(&Target { address: Some("queues/x".into()), ..Default::default() });
+        p.send(&raw_frame(
+            FRAME_TYPE_AMQP,
+            0,
+            &described_list(0x12, &[str8(s), uint(0), vec![0x42], vec![NULL], vec![NULL], vec![NULL], target]),
+        ));
+        p.expect_close("amqp:decode-error");
+        // Target address in ATTACH.
+        let mut p = Peer::handshake(&b, "utf8");
+        p.begin(0);
+        let mut addr = b"queues/".to_vec();
+        addr.extend(*s);
+        let target = section(
+            0x29,
+            &[0xc0, 2 + addr.len() as u8 + 1, 1, 0xa1, addr.len() as u8]
+                .iter()
+                .copied()
+                .chain(addr.iter().copied())
+                .collect::<Vec<u8>>(),
+        );
+        p.send(&raw_frame(
+            FRAME_TYPE_AMQP,
+            0,
+            &described_list(0x12, &[str8(b"l"), uint(0), vec![0x42], vec![NULL], vec![NULL], vec![NULL], target]),
+        ));
+        p.expect_close("amqp:decode-error");
+    }
+    // properties.to with invalid UTF-8 on the anonymous terminus: the message is
+    // rejected as undecodable (not as one without a 'to').
+    let mut soft = Soft::default();
+    soft.check("invalid UTF-8 in properties.to", || {
+        let mut p = Peer::handshake(&b, "utf8-to");
+        p.begin(0);
+        p.attach(0, 0, "anon", Role::Sender, None, SenderSettleMode::Unsettled);
+        let mut props = vec![0x00, 0x53, 0x73, 0xc0, 7, 3, NULL, NULL];
+        props.extend(str8(b"\xff\xfe"));
+        props.extend(data_section(b"bad to"));
+        p.send(&delivery(0, 0, 0, &props));
+        let st = p.outcome(0);
+        assert_eq!(rejected_with(&st).as_deref(), Some("amqp:decode-error"), "invalid UTF-8 in properties.to: {st:?}");
+    });
+    soft.done();
+    by.finish(&b);
+}
+
+// ====================================================================== slow and many peers
+
+#[test]
+fn slow_loris_peers_are_closed_at_the_handshake_timeout() {
+    let b = Broker::start(&[("SLUICE_HANDSHAKE_TIMEOUT_SECONDS", "1")]);
+    let by = Bystander::start(&b, "slow-loris");
+    type Play = fn(&mut Peer);
+    let plays: Vec<(&str, Play, bool)> = vec![
+        ("silent after connect", |_| {}, false),
+        ("half a protocol header", |p| p.send(b"AMQ"), false),
+        ("SASL header only", |p| p.send(&SASL_HEADER), false),
+        (
+            "half a sasl-init",
+            |p| {
+                let i = sasl_init("ANONYMOUS", None);
+                let mut v = SASL_HEADER.to_vec();
+                v.extend(&i[..i.len() / 2]);
+                p.send(&v)
+            },
+            false,
+        ),
+        (
+            "after SASL, no AMQP header",
+            |p| {
+                let mut v = SASL_HEADER.to_vec();
+                v.extend(sasl_init("ANONYMOUS", None));
+                p.send(&v)
+            },
+            false,
+        ),
+        ("AMQP header only", |p| p.send(&AMQP_HEADER), true),
+        (
+            "half an OPEN",
+            |p| {
+                let o = open("slow");
+                let mut v = AMQP_HEADER.to_vec();
+                v.extend(&o[..o.len() - 3]);
+                p.send(&v)
+            },
+            true,
+        ),
+        (
+            "SASL, AMQP header, no OPEN",
+            |p| {
+                let mut v = SASL_HEADER.to_vec();
+                v.extend(sasl_init("ANONYMOUS", None));
+                v.extend(AMQP_HEADER);
+                p.send(&v)
+            },
+            true,
+        ),
+    ];
+    // Many of each at once.
+    let mut peers = Vec::new();
+    for (what, play, amqp) in &plays {
+        for _ in 0..25 {
+            let mut p = Peer::connect(&b);
+            play(&mut p);
+            peers.push((*what, p, *amqp, Instant::now()));
+        }
+    }
+    // A peer that trickles a valid heartbeat every 200 ms but never sends OPEN,
+    // and one that sends its header one byte every 300 ms.
+    let trickle = std::thread::spawn({
+        let addr = b.addr();
+        move || {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            s.write_all(&AMQP_HEADER).unwrap();
+            let t0 = Instant::now();
+            while s.write_all(&[0, 0, 0, 8, 2, 0, 0, 0]).is_ok() && t0.elapsed() < Duration::from_secs(8) {
+                std::thread::sleep(Duration::from_millis(200));
+                s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+                let mut buf = [0u8; 4096];
+                if let Ok(0) = s.read(&mut buf) {
+                    return t0.elapsed();
+                }
+            }
+            t0.elapsed()
+        }
+    });
+    let dribble = std::thread::spawn({
+        let addr = b.addr();
+        move || {
+            let mut s = TcpStream::connect(&addr).unwrap();
+            let t0 = Instant::now();
+            for byte in AMQP_HEADER.iter().chain(open("dribble").iter()) {
+                if s.write_all(&[*byte]).is_err() {
+                    break;
+                }
+                std::thread::sleep(Duration::from_millis(300));
+                s.set_read_timeout(Some(Duration::from_millis(1))).unwrap();
+                let mut buf = [0u8; 4096];
+                if let Ok(0) = s.read(&mut buf) {
+                    return t0.elapsed();
+                }
+            }
+            t0.elapsed()
+        }
+    });
+    for (what, p, amqp, t0) in &mut peers {
+        assert!(p.wait_eof(Duration::from_secs(5)), "{what}: not closed: {}", p.summary());
+        let took = t0.elapsed();
+        assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(4), "{what}: closed after {took:?}");
+        if *amqp {
+            let c = p.close_frame().unwrap_or_else(|| panic!("{what}: no CLOSE: {}", p.summary()));
+            let e = c.error.unwrap_or_else(|| panic!("{what}: CLOSE without error"));
+            assert_eq!(e.condition.as_str(), "amqp:resource-limit-exceeded", "{what}");
+        } else {
+            assert!(p.performatives().next().is_none(), "{what}: {}", p.summary());
+        }
+    }
+    let t = trickle.join().unwrap();
+    assert!(t < Duration::from_secs(3), "a heartbeat trickler was kept for {t:?}");
+    let t = dribble.join().unwrap();
+    assert!(t < Duration::from_secs(3), "a byte dribbler was kept for {t:?}");
+    by.finish(&b);
+}
+
+/// One connection attempt that completes SASL and OPEN in a single write; returns
+/// the CLOSE condition (None: opened and not closed).
+fn attempt(addr: &str) -> Result<Option<String>, String> {
+    let mut s = loop {
+        match TcpStream::connect(addr) {
+            Ok(s) => break s,
+            Err(e) if e.kind() == ErrorKind::AddrNotAvailable => std::thread::sleep(Duration::from_millis(2)),
+            Err(e) => return Err(format!("connect: {e}")),
+        }
+    };
+    let _ = s.set_nodelay(true);
+    let mut bytes = SASL_HEADER.to_vec();
+    bytes.extend(sasl_init("ANONYMOUS", None));
+    bytes.extend(AMQP_HEADER);
+    bytes.extend(open("storm"));
+    s.write_all(&bytes).map_err(|e| format!("write: {e}"))?;
+    let mut p = Peer { s, de: Deframer::new(u32::MAX), got: Vec::new(), eof: false, received: 0 };
+    let close = |g: &[In]| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Close(_))));
+    p.wait(WAIT, |g| close(g) || g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Open(_)))));
+    // A rejection comes as OPEN and CLOSE together; give a CLOSE a moment anyway.
+    if !close(&p.got) {
+        p.wait(Duration::from_millis(300), close);
+    }
+    let r = match p.close_frame() {
+        Some(c) => Ok(c.error.map(|e| e.condition.as_str().to_owned())),
+        None if p.opened() => Ok(None),
+        None => Err(format!("no OPEN/CLOSE: {}", p.summary())),
+    };
+    // Close without lingering: no TIME_WAIT pile-up on our side.
+    let _ = socket_linger_zero(&p.s);
+    r
+}
+
+/// SO_LINGER {on, 0}: close() resets instead of leaving TIME_WAIT behind.
+fn socket_linger_zero(s: &TcpStream) -> std::io::Result<()> {
+    socket2::SockRef::from(s).set_linger(Some(Duration::ZERO))
+}
+
+#[test]
+fn twenty_thousand_connection_attempts_against_the_connection_limit() {
+    const LIMIT: usize = 50;
+    const ATTEMPTS: usize = 20_000;
+    const THREADS: usize = 4;
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_CONNECTIONS", "50")]);
+    let by = Bystander::start(&b, "storm");
+    // The bystander holds one connection; fill the rest of the limit.
+    let mut held: Vec<Client> =
+        (0..LIMIT - 1).map(|i| Client::connect(b.addr(), &format!("held-{i}")).unwrap()).collect();
+    for c in &mut held {
+        let _ = c.pump(Duration::from_millis(1));
+    }
+    assert_eq!(attempt(&b.addr()).unwrap().as_deref(), Some("amqp:resource-limit-exceeded"), "limit not reached");
+    let addr = b.addr();
+    let done = Arc::new(AtomicU64::new(0));
+    let rejected = Arc::new(AtomicU64::new(0));
+    let odd: Arc<Mutex<Vec<String>>> = Arc::new(Mutex::new(Vec::new()));
+    let rss_at = Arc::new(Mutex::new(Vec::new()));
+    let t0 = Instant::now();
+    let workers: Vec<_> = (0..THREADS)
+        .map(|_| {
+            let (addr, done, rejected, odd) = (addr.clone(), done.clone(), rejected.clone(), odd.clone());
+            std::thread::spawn(move || loop {
+                let n = done.fetch_add(1, Ordering::SeqCst);
+                if n as usize >= ATTEMPTS {
+                    return;
+                }
+                match attempt(&addr) {
+                    Ok(Some(c)) if c == "amqp:resource-limit-exceeded" => {
+                        rejected.fetch_add(1, Ordering::SeqCst);
+                    }
+                    other => odd.lock().unwrap().push(format!("attempt {n}: {other:?}")),
+                }
+            })
+        })
+        .collect();
+    // Watch the broker's RSS and keep the held clients alive meanwhile.
+    let pid = b.pid();
+    while workers.iter().any(|w| !w.is_finished()) {
+        rss_at.lock().unwrap().push((done.load(Ordering::SeqCst), rss_kb(pid)));
+        for c in &mut held {
+            let _ = c.pump(Duration::from_millis(1));
+        }
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(t0.elapsed() < Duration::from_secs(300), "the storm takes too long");
+    }
+    for w in workers {
+        w.join().unwrap();
+    }
+    let took = t0.elapsed();
+    let odd = odd.lock().unwrap().clone();
+    let rejected = rejected.load(Ordering::SeqCst);
+    eprintln!("{ATTEMPTS} attempts in {took:?}: {rejected} rejected, {} other", odd.len());
+    assert!(
+        odd.is_empty(),
+        "{} attempts not rejected with resource-limit-exceeded, e.g. {:?}",
+        odd.len(),
+        &odd[..odd.len().min(5)]
+    );
+    assert_eq!(rejected as usize, ATTEMPTS);
+    // RSS: compare the level after the first 2,000 attempts with the end.
+    let samples = rss_at.lock().unwrap().clone();
+    let early = samples.iter().find(|(n, _)| *n >= 2_000).map_or(0, |(_, r)| *r);
+    let end = rss_kb(pid);
+    eprintln!("broker RSS: {early} KiB after 2,000 attempts, {end} KiB after {ATTEMPTS}");
+    assert!(early > 0 && end < early + 32 * 1024, "RSS grew from {early} KiB to {end} KiB");
+    // The limit still counts right: the held clients are all still open, and once
+    // they leave, as many new clients are admitted.
+    for c in &mut held {
+        assert!(c.pump(Duration::from_millis(1)).unwrap(), "a held client was dropped");
+    }
+    drop(held);
+    let deadline = Instant::now() + WAIT;
+    let mut admitted = Vec::new();
+    while admitted.len() < LIMIT - 1 {
+        match attempt(&b.addr()).unwrap() {
+            None => admitted.push(()),
+            Some(c) => {
+                assert_eq!(c, "amqp:resource-limit-exceeded");
+                assert!(Instant::now() < deadline, "only {} admitted after the held clients left", admitted.len());
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    let fresh: Vec<Client> =
+        (0..LIMIT - 1).map(|i| Client::connect(b.addr(), &format!("fresh-{i}")).unwrap()).collect();
+    assert_eq!(attempt(&b.addr()).unwrap().as_deref(), Some("amqp:resource-limit-exceeded"));
+    drop(fresh);
+    // Room again for the reader of the bystander's queue.
+    let deadline = Instant::now() + WAIT;
+    while attempt(&b.addr()).unwrap().is_some() {
+        assert!(Instant::now() < deadline, "no room after the fresh clients left");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    by.finish(&b);
+}
+
+#[test]
+fn pre_auth_traffic_beyond_a_small_cap_is_closed_and_not_buffered() {
+    // A long handshake timeout: the cap, not the timeout, must end these peers.
+    let b = Broker::start(&[("SLUICE_HANDSHAKE_TIMEOUT_SECONDS", "60")]);
+    let by = Bystander::start(&b, "pre-auth");
+    let rss0 = rss_kb(b.pid());
+    const FLOOD: usize = 64 << 20;
+    const CAP: usize = 1 << 20;
+    /// Write `chunk` repeatedly until the broker closes or FLOOD bytes are out;
+    /// returns the bytes written and whether the broker closed within 10 s.
+    fn flood(b: &Broker, start: &[u8], chunk: &[u8]) -> (usize, Peer) {
+        let mut p = Peer::connect(b);
+        p.send(start);
+        let mut written = 0usize;
+        p.s.set_write_timeout(Some(Duration::from_secs(10))).unwrap();
+        while written < FLOOD {
+            match p.s.write(chunk) {
+                Ok(n) => written += n,
+                Err(_) => break,
+            }
+            if written % (1 << 20) < chunk.len() && !p.pump(Duration::from_millis(1)) {
+                break;
+            }
+        }
+        let _ = p.s.shutdown(Shutdown::Write);
+        p.wait_eof(Duration::from_secs(10));
+        (written, p)
+    }
+    let heartbeats = [0u8, 0, 0, 8, 2, 0, 0, 0].repeat(8192);
+    let sasl_heartbeats = [0u8, 0, 0, 8, 2, 1, 0, 0].repeat(8192);
+    let mut with_sasl = SASL_HEADER.to_vec();
+    with_sasl.extend(sasl_init("ANONYMOUS", None));
+    with_sasl.extend(AMQP_HEADER);
+    let cases: Vec<(&str, Vec<u8>, &[u8])> = vec![
+        ("zeros in the SASL phase", SASL_HEADER.to_vec(), &[0u8; 65536]),
+        ("empty SASL frames in the SASL phase", SASL_HEADER.to_vec(), &sasl_heartbeats),
+        ("heartbeats in the SASL phase", SASL_HEADER.to_vec(), &heartbeats),
+        ("heartbeats before OPEN, no SASL layer", AMQP_HEADER.to_vec(), &heartbeats),
+        ("heartbeats before OPEN, after SASL", with_sasl, &heartbeats),
+    ];
+    for (what, start, chunk) in cases {
+        let (written, p) = flood(&b, &start, chunk);
+        eprintln!("{what}: {written} bytes written before the broker closed ({})", p.summary());
+        assert!(p.eof, "{what}: the broker kept the connection after {written} bytes");
+        assert!(written <= CAP + 4 * (1 << 20), "{what}: {written} bytes accepted before OPEN (cap {CAP})");
+        assert!(!p.opened() || p.close_frame().is_some(), "{what}: {}", p.summary());
+    }
+    // An oversized sasl-init (initial response above 16 KiB): outcome auth, then closed.
+    let mut p = Peer::connect(&b);
+    let mut bytes = SASL_HEADER.to_vec();
+    let mut resp = b"\0alice\0".to_vec();
+    resp.extend(vec![b'x'; 20 * 1024]);
+    bytes.extend(sasl_init("PLAIN", Some(&resp)));
+    bytes.extend(AMQP_HEADER);
+    bytes.extend(open("big-sasl"));
+    p.send(&bytes);
+    assert!(p.wait_eof(WAIT), "{}", p.summary());
+    assert_eq!(p.sasl_outcome(), Some(1), "{}", p.summary());
+    assert!(!p.opened());
+    // Many peers at once, each parked on a partial pre-OPEN frame of almost 32 KiB.
+    let mut peers: Vec<Peer> = (0..100)
+        .map(|_| {
+            let mut p = Peer::connect(&b);
+            let mut bytes = AMQP_HEADER.to_vec();
+            bytes.extend(32_000u32.to_be_bytes());
+            bytes.extend([2, 0, 0, 0]);
+            bytes.extend(vec![0x45; 31_000]);
+            p.send(&bytes);
+            p
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let grew = rss_kb(b.pid()).saturating_sub(rss0);
+    eprintln!("RSS grew by {grew} KiB with 100 peers parked on partial frames");
+    assert!(grew < 64 * 1024, "RSS grew by {grew} KiB");
+    for p in &mut peers {
+        let _ = p.s.shutdown(Shutdown::Both);
+    }
+    by.finish(&b);
+}
