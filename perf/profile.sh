@@ -18,11 +18,13 @@ perf record -e cpu-clock -F "$FREQ" --call-graph dwarf,16384 -p "$PID" -o "$OUT.
 REC=$!
 sleep 0.5
 "$PERF_BIN" "$@" --broker-pid "$PID" >"$OUT.txt" || true
-kill -INT "$REC"; wait "$REC" || true
+kill -INT "$REC" 2>/dev/null || true
+wait "$REC" || true
+set +e   # reporting below is best effort
 {
     echo
     echo "== broker: self time by function (perf report --no-children)"
-    perf report -i "$OUT.data" --no-children --percent-limit 0.7 --stdio --no-call-graph 2>/dev/null | grep -E '^ +[0-9]'
+    perf report -i "$OUT.data" --no-children --percent-limit 0.7 --stdio --no-call-graph 2>&1 | grep -E '^ +[0-9]|rror'
     echo
     echo "== broker: inclusive time (perf report --children), sluice frames"
     perf report -i "$OUT.data" --children --percent-limit 3 --stdio --no-call-graph 2>/dev/null \
