@@ -126,6 +126,8 @@ struct Driver {
     held: VecDeque<Held>,
     reject: Option<Error>,
     read_size: usize,
+    /// Wall clock (ms since the epoch) read once per driver turn.
+    epoch_ms: u64,
     rng: u64,
     registry_at: Instant,
     registry_count: (usize, usize),
@@ -201,6 +203,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         held: VecDeque::new(),
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
         read_size: READ_MIN,
+        epoch_ms: now_ms(),
         rng: seed(),
         registry_at: started,
         registry_count: (usize::MAX, 0),
@@ -308,6 +311,8 @@ impl Driver {
                 Wake::Timer => {}
             }
             let now = self.now();
+            // One wall-clock read per turn: message timestamps share it.
+            self.epoch_ms = now_ms();
             self.engine.handle_timeout(now);
             self.expire_rpc();
             self.retry_topups();
@@ -1121,7 +1126,7 @@ impl Driver {
                 return;
             }
         }
-        let msg = Msg { payload: d.payload, received_ms: now_ms() };
+        let msg = Msg { payload: d.payload, received_ms: self.epoch_ms };
         let result = match target {
             ProduceTarget::Channel(key) => self.publish(key, raw, msg, ack),
             ProduceTarget::Responses(id) => self.rpc_response(&id, msg, ack),

@@ -18,8 +18,11 @@ use std::sync::Arc;
 use std::task::Waker;
 use std::time::Duration;
 
-/// Capacity of each shard-to-shard ring.
-pub const RING_CAPACITY: usize = 4096;
+/// Capacity of each shard-to-shard ring, in batches.
+pub const RING_CAPACITY: usize = 1024;
+/// Most messages carried by one ring entry: one wake-up of the peer shard per batch,
+/// not per message.
+pub const RING_BATCH: usize = 256;
 /// A producer's credit top-up waits while the outbox to a shard holds more than this.
 pub const OUTBOX_HIGH_WATER: usize = 64 * 1024;
 
@@ -134,6 +137,8 @@ impl Shard {
             return;
         }
         let mut out = Vec::new();
+        // One clock read per pump, not per message.
+        let now = now_ms();
         loop {
             let next = self.local.borrow_mut().pop_front();
             let Some(m) = next else { break };
@@ -146,7 +151,7 @@ impl Shard {
                     }
                 }
                 None => {
-                    self.home.borrow_mut().handle(m, now_ms(), &mut out);
+                    self.home.borrow_mut().handle(m, now, &mut out);
                     for o in out.drain(..) {
                         let dest = o.destination(self.shards);
                         if dest == self.id as usize {
@@ -188,7 +193,7 @@ impl Shard {
 /// Start every shard and block until they all exit. Returns when shut down.
 pub fn run(global: Arc<Global>) -> std::io::Result<()> {
     let shards = global.settings.shards;
-    let mesh: MeshBuilder<ShardMsg, _> = MeshBuilder::full(shards, RING_CAPACITY);
+    let mesh: MeshBuilder<Vec<ShardMsg>, _> = MeshBuilder::full(shards, RING_CAPACITY);
     let mut handles = Vec::new();
     for i in 0..shards {
         let mesh = mesh.clone();
@@ -215,7 +220,7 @@ pub fn run(global: Arc<Global>) -> std::io::Result<()> {
 }
 
 async fn shard_main(
-    mesh: MeshBuilder<ShardMsg, glommio::channels::channel_mesh::Full>,
+    mesh: MeshBuilder<Vec<ShardMsg>, glommio::channels::channel_mesh::Full>,
     global: Arc<Global>,
 ) -> std::io::Result<()> {
     let shards = global.settings.shards;
@@ -280,8 +285,8 @@ async fn shard_main(
         let shard = shard.clone();
         tasks.push(
             glommio::spawn_local(async move {
-                while let Some(m) = rx.recv().await {
-                    shard.local.borrow_mut().push_back(m);
+                while let Some(batch) = rx.recv().await {
+                    shard.local.borrow_mut().extend(batch);
                     shard.pump_local();
                 }
             })
@@ -332,16 +337,20 @@ async fn shard_main(
     Ok(())
 }
 
-async fn outbox_pump(shard: Rc<Shard>, senders: Rc<Senders<ShardMsg>>, peer: usize) {
+async fn outbox_pump(shard: Rc<Shard>, senders: Rc<Senders<Vec<ShardMsg>>>, peer: usize) {
     loop {
-        let next = shard.outboxes[peer].borrow_mut().pop_front();
-        match next {
-            Some(m) => {
-                if senders.send_to(peer, m).await.is_err() {
+        let batch: Vec<ShardMsg> = {
+            let mut q = shard.outboxes[peer].borrow_mut();
+            let n = q.len().min(RING_BATCH);
+            q.drain(..n).collect()
+        };
+        match batch.is_empty() {
+            false => {
+                if senders.send_to(peer, batch).await.is_err() {
                     return;
                 }
             }
-            None => {
+            true => {
                 futures_lite::future::poll_fn(|cx| {
                     if shard.outboxes[peer].borrow().is_empty() {
                         shard.outbox_wakers[peer].set(Some(cx.waker().clone()));
