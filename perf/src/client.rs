@@ -26,6 +26,9 @@ pub struct LinkOptions {
     pub expiry_policy: Option<&'static str>,
     /// Request a dynamic node.
     pub dynamic: bool,
+    /// Sender: a durable target terminus (durable = 2, unsettled-state); brokers such
+    /// as RabbitMQ then declare a durable queue.
+    pub durable: bool,
 }
 
 /// A connected client.
@@ -191,6 +194,7 @@ impl Client {
             target: Some(AttachTarget::Target(Target {
                 address: address.map(str::to_owned),
                 dynamic: opts.dynamic.then_some(true),
+                durable: opts.durable.then_some(2),
                 ..Default::default()
             })),
             properties: opts.properties.clone(),

@@ -215,6 +215,8 @@ pub struct Opts {
     pub broker_pid: Option<u32>,
     /// A label for the report (e.g. the broker's name).
     pub label: Option<String>,
+    /// Messages carry a header with durable=true (persistent on every broker).
+    pub durable: bool,
     /// The command line, as given.
     pub command: String,
 }
@@ -250,6 +252,7 @@ options:
   --settle presettled|unsettled        producer settle mode
   --recv-settle presettled|unsettled   settle mode consumers request
   --inflight N                         unsettled publishes / pending requests per link
+  --durable                            messages carry header durable=true (persistent)
   --tick-us US                         with --rate: batches of at least US microseconds' worth (default 50)
   --batch N                            messages encoded per write (default 4096)
   --session-window N                   our session incoming window (default 262144)
@@ -318,6 +321,7 @@ impl Opts {
             progress: false,
             broker_pid: None,
             label: None,
+            durable: false,
             command: std::iter::once("sluice-perf".to_owned())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
@@ -362,6 +366,7 @@ impl Opts {
                 "--timeout" => o.timeout = Some(float(&val()?)?),
                 "--broker-pid" => o.broker_pid = Some(val()?.parse().map_err(|_| "--broker-pid must be a number")?),
                 "--label" => o.label = Some(val()?),
+                "--durable" => o.durable = true,
                 "--json" => o.json = true,
                 "--progress" => o.progress = true,
                 "-h" | "--help" => return Err(String::new()),

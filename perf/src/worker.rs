@@ -5,6 +5,9 @@
 //! 256 KiB, and answers what came in (latency from the body's timestamp, outcomes,
 //! credit top-ups). It sleeps in `ppoll` only when there is nothing to do.
 
+/// A header section with durable=true.
+const DURABLE_HEADER: &[u8] = &[0x00, 0x53, 0x70, 0xc0, 0x02, 0x01, 0x41];
+
 use crate::body::{now_ns, read_stamp, Template};
 use crate::client::{sasl_plain, Client, LinkOptions};
 use crate::frames::{FrameCounter, FrameCounts};
@@ -320,7 +323,7 @@ impl Worker {
             match spec {
                 LinkSpec::Producer { address, channel, quota, rate } => {
                     let presettled = opts.settle == Settle::Presettled;
-                    let lo = LinkOptions { presettled, ..Default::default() };
+                    let lo = LinkOptions { presettled, durable: opts.durable, ..Default::default() };
                     let link = c.attach_sender(ch, &link_name(name, i, "snd"), Some(address), &lo)?;
                     roles.push(Part::Producer(Producer::new(link, ch, *channel, presettled, *quota, *rate)));
                 }
@@ -428,7 +431,7 @@ impl Worker {
             clock,
             roles,
             by_link,
-            template: Template::new(&[], opts.size),
+            template: Template::new(if opts.durable { DURABLE_HEADER } else { &[] }, opts.size),
             pending: VecDeque::new(),
             pending_bytes: 0,
             rbuf: vec![0; READ_SIZE],
