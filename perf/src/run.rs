@@ -188,6 +188,7 @@ fn summarize(
     consumer_links: &[usize],
 ) -> Report {
     let mut latency: Histogram<u64> = new_histogram();
+    let mut accept_latency: Histogram<u64> = new_histogram();
     let (mut frames_in, mut frames_out) = (FrameCounts::default(), FrameCounts::default());
     let (mut sent, mut accepted, mut refused, mut received) = (0u64, 0u64, 0u64, 0u64);
     let (mut bytes_in, mut bytes_out, mut writes, mut reads) = (0u64, 0u64, 0u64, 0u64);
@@ -196,6 +197,7 @@ fn summarize(
     let mut refusal = None;
     for r in reports {
         let _ = latency.add(&r.latency);
+        let _ = accept_latency.add(&r.accept_latency);
         frames_in.add(&r.frames_in);
         frames_out.add(&r.frames_out);
         let producer = r.name.starts_with('p');
@@ -363,6 +365,17 @@ fn summarize(
             q(0.999),
             latency.max() as f64 / 1000.0,
             latency.len()
+        );
+    }
+    if !accept_latency.is_empty() {
+        let a = |p: f64| accept_latency.value_at_quantile(p) as f64 / 1000.0;
+        t += &format!(
+            "  to accepted  p50 {:.1} us  p99 {:.1} us  p999 {:.1} us  max {:.1} us  ({} samples)\n",
+            a(0.5),
+            a(0.99),
+            a(0.999),
+            accept_latency.max() as f64 / 1000.0,
+            accept_latency.len()
         );
     }
     t += &format!(

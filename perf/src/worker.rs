@@ -150,6 +150,8 @@ pub struct WorkerReport {
     pub received: u64,
     /// End-to-end latency, nanoseconds.
     pub latency: Histogram<u64>,
+    /// Time from sending an unsettled message to its `accepted`, nanoseconds.
+    pub accept_latency: Histogram<u64>,
     /// Frames written, by kind.
     pub frames_out: FrameCounts,
     /// Frames read, by kind.
@@ -201,6 +203,8 @@ struct Producer {
     outcomes: u64,
     next_tag: u64,
     done: bool,
+    /// Send time of each unsettled delivery, by delivery-id (bounded by --inflight).
+    sent_at: std::collections::HashMap<u32, u64>,
 }
 
 struct Consumer {
@@ -289,6 +293,7 @@ pub fn run(name: String, opts: Arc<Opts>, shared: Arc<Shared>, links: Vec<LinkSp
                 refused: 0,
                 received: 0,
                 latency: new_histogram(),
+                accept_latency: new_histogram(),
                 frames_out: FrameCounts::default(),
                 frames_in: FrameCounts::default(),
                 bytes_out: 0,
@@ -446,6 +451,7 @@ impl Worker {
                 refused: 0,
                 received: 0,
                 latency: new_histogram(),
+                accept_latency: new_histogram(),
                 frames_out: FrameCounts::default(),
                 frames_in: FrameCounts::default(),
                 bytes_out: 0,
@@ -594,8 +600,9 @@ impl Worker {
                     let mut k = 0;
                     while k < n {
                         let tag = DeliveryTag::from_u64(p.next_tag);
-                        if self.conn.send(p.link, tag, body.clone(), p.presettled).is_err() {
-                            break;
+                        let Ok(id) = self.conn.send(p.link, tag, body.clone(), p.presettled) else { break };
+                        if !p.presettled {
+                            p.sent_at.insert(id, now);
                         }
                         p.next_tag += 1;
                         k += 1;
@@ -756,7 +763,7 @@ impl Worker {
                     self.conn.disposition(d.link, d.delivery_id, true, Some(DeliveryState::Accepted));
                 }
             }
-            Event::Disposition { link, settled, state, .. } => {
+            Event::Disposition { link, settled, state, delivery_id } => {
                 if !settled {
                     return Ok(());
                 }
@@ -764,6 +771,9 @@ impl Worker {
                 let accepted = matches!(state, Some(DeliveryState::Accepted));
                 match &mut self.roles[i] {
                     Part::Producer(p) => {
+                        if let (Some(t), true) = (p.sent_at.remove(&delivery_id), accepted) {
+                            let _ = self.r.accept_latency.record(now_ns().saturating_sub(t).max(1));
+                        }
                         p.outcomes += 1;
                         self.unpublished_settled += 1;
                         self.r.last_settle_ns = now_ns();
@@ -913,7 +923,19 @@ impl Producer {
         quota: Option<u64>,
         rate: Option<f64>,
     ) -> Producer {
-        Producer { link, channel, chan_index, presettled, quota, rate, sent: 0, outcomes: 0, next_tag: 0, done: false }
+        Producer {
+            link,
+            channel,
+            chan_index,
+            presettled,
+            quota,
+            rate,
+            sent: 0,
+            outcomes: 0,
+            next_tag: 0,
+            done: false,
+            sent_at: std::collections::HashMap::new(),
+        }
     }
 }
 
