@@ -443,7 +443,10 @@ impl Driver {
             Event::SessionBegun { channel, .. } => {
                 self.sessions.insert(channel);
                 gauge(&self.shard.counters.sessions, 1);
-                if self.sessions.len() > self.settings().session_max as usize {
+                // A BEGIN above the negotiated channel-max (sent before our OPEN could be
+                // seen) is ended like one session too many.
+                let above = self.engine.session_remote_channel(channel).is_some_and(|c| c > self.engine.channel_max());
+                if above || self.sessions.len() > self.settings().session_max as usize {
                     self.count_error(Scope::Session(channel));
                     self.engine.end_session(
                         channel,
@@ -525,6 +528,10 @@ impl Driver {
         let role = attach.role.peer();
         if self.links.values().any(|l| l.channel == channel && l.role == role && l.name == attach.name) {
             return self.refuse(link, condition::NOT_ALLOWED, "duplicate link name");
+        }
+        if attach.handle > self.settings().handle_max() {
+            // Pipelined before our BEGIN (with its handle-max) could be seen.
+            return self.refuse(link, condition::RESOURCE_LIMIT_EXCEEDED, "handle above handle-max");
         }
         let on_session = self.links.values().filter(|l| l.channel == channel).count();
         if on_session >= self.settings().max_links_per_session as usize {
@@ -631,10 +638,8 @@ impl Driver {
                 ctx.chan = n.clone();
             }
         }
-        let snd = match attach.snd_settle_mode() {
-            SenderSettleMode::Settled => SenderSettleMode::Settled,
-            _ => SenderSettleMode::Mixed,
-        };
+        // The sender's mode is the sender's: echoed as declared.
+        let snd = attach.snd_settle_mode();
         let reply = Attach {
             snd_settle_mode: Some(snd),
             rcv_settle_mode: Some(ReceiverSettleMode::First),
@@ -1118,8 +1123,15 @@ impl Driver {
         };
         // properties.user-id must name the authenticated identity (when SASL named one).
         if let Some(identity) = &self.identity {
-            let user = message::properties(&raw).user_id;
-            if user.as_deref().is_some_and(|u| u != identity.as_bytes()) {
+            let props = match raw.properties() {
+                Ok(p) => p.unwrap_or_default(),
+                Err(e) => {
+                    self.refuse_message(link, ack, (condition::DECODE_ERROR, format!("invalid properties: {e}")));
+                    self.top_up(link, window);
+                    return;
+                }
+            };
+            if props.user_id.as_deref().is_some_and(|u| u != identity.as_bytes()) {
                 let why = "user-id does not match the authenticated identity".to_owned();
                 self.refuse_message(link, ack, (condition::UNAUTHORIZED_ACCESS, why));
                 self.top_up(link, window);
@@ -1132,20 +1144,26 @@ impl Driver {
             ProduceTarget::Responses(id) => self.rpc_response(&id, msg, ack),
             ProduceTarget::Node(n) => self.deliver_to_node(&n, msg, ack),
             ProduceTarget::Anonymous => {
-                let to = message::properties(&raw).to;
+                let to = match raw.properties() {
+                    Ok(p) => Ok(p.and_then(|p| p.to)),
+                    Err(e) => Err((condition::DECODE_ERROR, format!("invalid properties: {e}"))),
+                };
                 match to {
-                    None => Err((condition::PRECONDITION_FAILED, "message has no 'to' address".to_owned())),
-                    Some(to) => match address::resolve(&to, None, self.settings().default_pattern) {
-                        Ok(Node::Channel(key)) if !self.authorized_message(&key) => {
-                            Err((condition::UNAUTHORIZED_ACCESS, format!("not authorized for {}", key.name)))
-                        }
-                        Ok(Node::Channel(key)) => self.publish(key, raw, msg, ack),
-                        Ok(Node::Responses(id)) => self.rpc_response(&id, msg, ack),
-                        Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => self.deliver_to_node(&n, msg, ack),
-                        Ok(Node::Dynamic(_)) => {
-                            Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".to_owned()))
-                        }
-                        Err(why) => Err((condition::PRECONDITION_FAILED, format!("invalid 'to' address: {why}"))),
+                    Err(refusal) => Err(refusal),
+                    Ok(to) => match to {
+                        None => Err((condition::PRECONDITION_FAILED, "message has no 'to' address".to_owned())),
+                        Some(to) => match address::resolve(&to, None, self.settings().default_pattern) {
+                            Ok(Node::Channel(key)) if !self.authorized_message(&key) => {
+                                Err((condition::UNAUTHORIZED_ACCESS, format!("not authorized for {}", key.name)))
+                            }
+                            Ok(Node::Channel(key)) => self.publish(key, raw, msg, ack),
+                            Ok(Node::Responses(id)) => self.rpc_response(&id, msg, ack),
+                            Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => self.deliver_to_node(&n, msg, ack),
+                            Ok(Node::Dynamic(_)) => {
+                                Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".to_owned()))
+                            }
+                            Err(why) => Err((condition::PRECONDITION_FAILED, format!("invalid 'to' address: {why}"))),
+                        },
                     },
                 }
             }

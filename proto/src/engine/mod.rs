@@ -1104,13 +1104,8 @@ impl Connection {
         let Some(l) = self.link_mut(id) else { return Ok(()) };
         match l.state {
             LinkState::DetachSent | LinkState::DetachReceived { .. } => return Ok(()), // in flight at the detach
-            LinkState::AttachReceived => {
-                return Err(ProtocolError::Link(
-                    id,
-                    condition::ILLEGAL_STATE,
-                    "transfer before the attach was answered",
-                ))
-            }
+            // Pipelined behind its ATTACH, before any credit could have been granted.
+            LinkState::AttachReceived => return Err(ProtocolError::TransferLimitExceeded(id)),
             _ => {}
         }
         if l.role != Role::Receiver {
@@ -1289,7 +1284,15 @@ impl Connection {
         match scope {
             Scope::Connection => self.close(Some(error)),
             Scope::Session(ch) => self.end_session(ch, Some(error)),
-            Scope::Link(id) => self.detach(id, Some(error)),
+            Scope::Link(id) => {
+                // A link the application has not answered yet is answered here:
+                // ATTACH with no terminus, then the DETACH with the error.
+                if matches!(self.link(id), Some(l) if l.state == LinkState::AttachReceived) {
+                    let _ = self.refuse_attach(id, error);
+                } else {
+                    self.detach(id, Some(error));
+                }
+            }
         }
     }
 
@@ -1458,11 +1461,20 @@ impl Connection {
         } else {
             reply.initial_delivery_count = None;
         }
-        if let Some(m) = reply.snd_settle_mode {
-            l.snd_settle_mode = m;
-        }
-        if let Some(m) = reply.rcv_settle_mode {
-            l.rcv_settle_mode = m;
+        // Each end's mode is its own: the sender's snd-settle-mode and the receiver's
+        // rcv-settle-mode. When we receive, the peer's declared snd-settle-mode stays
+        // what its transfers are checked against.
+        match l.role {
+            Role::Sender => {
+                if let Some(m) = reply.snd_settle_mode {
+                    l.snd_settle_mode = m;
+                }
+            }
+            Role::Receiver => {
+                if let Some(m) = reply.rcv_settle_mode {
+                    l.rcv_settle_mode = m;
+                }
+            }
         }
         if let Some(m) = reply.max_message_size.filter(|m| *m > 0) {
             l.max_message_size = l.max_message_size.min(m);
@@ -1750,6 +1762,16 @@ impl Connection {
         if let Some((ch, d)) = self.pending_disposition.take() {
             self.write(ch, &Performative::Disposition(d), &[]);
         }
+    }
+
+    /// The negotiated channel-max: min(ours, the peer's).
+    pub fn channel_max(&self) -> u16 {
+        self.channel_max
+    }
+
+    /// The peer's channel number of the session on local channel `ch`.
+    pub fn session_remote_channel(&self, ch: u16) -> Option<u16> {
+        self.session(ch).and_then(|s| s.remote_channel)
     }
 
     /// Flow state of a link.
