@@ -6,6 +6,9 @@
 //! Regenerate the seed inputs with
 //! `cargo test --test fuzz_corpus -- --ignored generate_seed_corpus`.
 
+/// The `broker` target: a whole broker in-process, inputs over loopback sockets.
+#[path = "../fuzz/broker_harness.rs"]
+mod broker_harness;
 #[path = "../fuzz/harness.rs"]
 mod harness;
 #[path = "../fuzz/seeds.rs"]
@@ -66,6 +69,10 @@ fn read_inputs(files: &[PathBuf]) -> Vec<(String, Vec<u8>)> {
 fn replay(target: &str) {
     let f = TARGETS.iter().find(|(n, _)| *n == target).map(|(_, f)| *f);
     let Some(f) = f else { panic!("unknown target {target}") };
+    replay_with(target, f);
+}
+
+fn replay_with(target: &str, f: Harness) {
     let corpus = files_in(&fuzz_dir().join("corpus").join(target));
     assert!(!corpus.is_empty(), "fuzz/corpus/{target}/ is missing or empty: the corpus replay would test nothing");
     let crashes = files_in(&fuzz_dir().join("crashes").join(target));
@@ -87,6 +94,21 @@ fn replay_value_decode_corpus() {
 #[test]
 fn replay_engine_corpus() {
     replay("engine");
+}
+
+/// Starts the broker in this test process (once) and plays every input to it.
+#[test]
+fn replay_broker_corpus() {
+    replay_with("broker", broker_harness::broker);
+    assert!(broker_harness::healthy(broker_harness::broker_addr()), "broker unhealthy after the replay");
+}
+
+#[test]
+fn broker_seeds_pass_their_harness() {
+    let seeds = broker_harness::seeds();
+    assert!(seeds.len() >= 10, "broker: only {} seeds", seeds.len());
+    let (n, failures) = run_all(seeds, broker_harness::broker);
+    assert!(failures.is_empty(), "broker: {} of {n} seeds panicked:\n{}", failures.len(), failures.join("\n"));
 }
 
 /// The seed generator itself stays in working order (and its inputs pass).
@@ -117,5 +139,21 @@ fn generate_seed_corpus() {
             }
         }
         eprintln!("{target}: wrote {} seeds to {}", seeds.len(), dir.display());
+    }
+}
+
+/// Write the `broker` seeds into `fuzz/corpus/broker/seed-<name>` (run on demand).
+#[test]
+#[ignore = "writes files: run with --ignored to regenerate the broker seed corpus"]
+fn generate_broker_seed_corpus() {
+    let dir = fuzz_dir().join("corpus").join("broker");
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        panic!("cannot create {}: {e}", dir.display());
+    }
+    for (name, data) in broker_harness::seeds() {
+        let path = dir.join(format!("seed-{name}"));
+        if let Err(e) = std::fs::write(&path, data) {
+            panic!("cannot write {}: {e}", path.display());
+        }
     }
 }
