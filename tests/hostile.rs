@@ -590,11 +590,14 @@ fn describe(p: &Performative) -> String {
 
 // ====================================================================== the bystander
 
+/// What the bystander's thread returns: the bodies it got accepted and its slowest round trip.
+type BystanderResult = Result<(Vec<Vec<u8>>, Duration), String>;
+
 /// A well-behaved client that publishes unsettled messages to `queues/<name>` and
 /// waits for `accepted`, every 20 ms, for as long as the hostile peer plays.
 struct Bystander {
     stop: Arc<AtomicBool>,
-    handle: JoinHandle<Result<(Vec<Vec<u8>>, Duration), String>>,
+    handle: JoinHandle<BystanderResult>,
     queue: String,
 }
 
