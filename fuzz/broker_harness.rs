@@ -34,9 +34,6 @@ use std::time::{Duration, Instant};
 const CLOSE_WITHIN: Duration = Duration::from_secs(10);
 /// How long a fresh client waits for the broker's OPEN in a health check.
 const HEALTHY_WITHIN: Duration = Duration::from_secs(10);
-/// Health check period, in inputs: after every input, so that an input that leaves
-/// the broker hung or dead is the one reported.
-const CHECK_EVERY: u64 = 1;
 
 static BROKER: OnceLock<SocketAddr> = OnceLock::new();
 static INPUTS: AtomicU64 = AtomicU64::new(0);
@@ -55,17 +52,19 @@ pub(crate) fn broker_addr() -> SocketAddr {
         probe.bind(&SocketAddr::from(([127, 0, 0, 1], 0)).into()).expect("bind a free port");
         let port = probe.local_addr().ok().and_then(|a| a.as_socket()).map(|a| a.port()).expect("free port");
         std::mem::forget(probe);
-        let mut s = sluice::config::Settings::default();
-        s.shards = 1;
-        s.durability = sluice::config::Durability::Memory;
-        s.host = "127.0.0.1".into();
-        s.port = port;
-        s.tls_port = 0;
-        s.admin_addr = "127.0.0.1:0".into();
-        s.max_connections = 0;
-        s.max_message_size = 1 << 20;
-        s.events_store_retention_bytes = 1 << 20;
-        s.data_dir = std::env::temp_dir().join(format!("sluice-fuzz-broker-{}", std::process::id()));
+        let s = sluice::config::Settings {
+            shards: 1,
+            durability: sluice::config::Durability::Memory,
+            host: "127.0.0.1".into(),
+            port,
+            tls_port: 0,
+            admin_addr: "127.0.0.1:0".into(),
+            max_connections: 0,
+            max_message_size: 1 << 20,
+            events_store_retention_bytes: 1 << 20,
+            data_dir: std::env::temp_dir().join(format!("sluice-fuzz-broker-{}", std::process::id())),
+            ..Default::default()
+        };
         let global = sluice::server::global(s).expect("broker settings");
         // `serve` installs the global metrics recorder: it runs exactly once per process.
         std::thread::Builder::new()
@@ -414,7 +413,8 @@ pub(crate) fn broker(data: &[u8]) {
     }
     drop(s);
 
-    if (n + 1) % CHECK_EVERY == 0 && !healthy(addr) {
+    // After every input, so that an input that leaves the broker hung is the one reported.
+    if !healthy(addr) {
         panic!("the broker stopped answering OPEN after input {n}\n{}", diagnose());
     }
 }
