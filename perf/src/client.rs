@@ -182,14 +182,6 @@ impl Client {
         opts: &LinkOptions,
     ) -> io::Result<LinkId> {
         let attach = Attach {
-            name: name.into(),
-            role: Role::Sender,
-            snd_settle_mode: Some(if opts.presettled {
-                SenderSettleMode::Settled
-            } else {
-                SenderSettleMode::Unsettled
-            }),
-            rcv_settle_mode: Some(ReceiverSettleMode::First),
             source: Some(Source::default()),
             target: Some(AttachTarget::Target(Target {
                 address: address.map(str::to_owned),
@@ -197,8 +189,7 @@ impl Client {
                 durable: opts.durable.then_some(2),
                 ..Default::default()
             })),
-            properties: opts.properties.clone(),
-            ..Default::default()
+            ..base_attach(name, Role::Sender, opts)
         };
         self.attach(ch, attach)
     }
@@ -212,14 +203,6 @@ impl Client {
         opts: &LinkOptions,
     ) -> io::Result<LinkId> {
         let attach = Attach {
-            name: name.into(),
-            role: Role::Receiver,
-            snd_settle_mode: Some(if opts.presettled {
-                SenderSettleMode::Settled
-            } else {
-                SenderSettleMode::Unsettled
-            }),
-            rcv_settle_mode: Some(ReceiverSettleMode::First),
             source: Some(Source {
                 address: address.map(str::to_owned),
                 dynamic: opts.dynamic.then_some(true),
@@ -228,8 +211,7 @@ impl Client {
                 ..Default::default()
             }),
             target: Some(AttachTarget::Target(Target::default())),
-            properties: opts.properties.clone(),
-            ..Default::default()
+            ..base_attach(name, Role::Receiver, opts)
         };
         self.attach(ch, attach)
     }
@@ -343,4 +325,17 @@ pub fn data_message(body: &[u8]) -> Bytes {
         ..Default::default()
     };
     m.to_bytes().freeze()
+}
+
+/// The ATTACH fields a sender and a receiver share: name, role, settle modes
+/// from `opts`, link properties.
+fn base_attach(name: &str, role: Role, opts: &LinkOptions) -> Attach {
+    Attach {
+        name: name.into(),
+        role,
+        snd_settle_mode: Some(if opts.presettled { SenderSettleMode::Settled } else { SenderSettleMode::Unsettled }),
+        rcv_settle_mode: Some(ReceiverSettleMode::First),
+        properties: opts.properties.clone(),
+        ..Default::default()
+    }
 }
