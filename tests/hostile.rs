@@ -1198,6 +1198,11 @@ fn expect_session_refused(p: &mut Peer, ch: u16, grace_ok: bool) {
     });
     let Some(bch) = bch else { panic!("BEGIN on channel {ch} above channel-max: {}", p.summary()) };
     p.expect_end(bch, "amqp:resource-limit-exceeded");
+    let why = p.performatives().find_map(|(c, f)| match f {
+        Performative::End(e) if c == bch => e.error.as_ref().and_then(|e| e.description.clone()),
+        _ => None,
+    });
+    assert!(why.as_deref().is_some_and(|d| d.contains("channel-max")), "END description: {why:?}");
 }
 
 #[test]

@@ -446,12 +446,11 @@ impl Driver {
                 // A BEGIN above the negotiated channel-max (sent before our OPEN could be
                 // seen) is ended like one session too many.
                 let above = self.engine.session_remote_channel(channel).is_some_and(|c| c > self.engine.channel_max());
-                if above || self.sessions.len() > self.settings().session_max as usize {
+                let too_many = self.sessions.len() > self.settings().session_max as usize;
+                if above || too_many {
+                    let why = if above { "channel above the negotiated channel-max" } else { "session limit reached" };
                     self.count_error(Scope::Session(channel));
-                    self.engine.end_session(
-                        channel,
-                        Some(Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "session limit reached")),
-                    );
+                    self.engine.end_session(channel, Some(Error::new(condition::RESOURCE_LIMIT_EXCEEDED, why)));
                 }
             }
             Event::SessionEnded { channel, .. } => {
