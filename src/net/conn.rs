@@ -224,36 +224,11 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         started,
         shutting_down: false,
     };
-    let clean = match d.drive(&mut stream).await {
-        Ok(()) => true,
-        Err(e) => {
-            tracing::debug!(conn = id, error = %e, "connection ended with an I/O error");
-            false
-        }
-    };
-    d.teardown();
-    if clean {
-        linger(&mut stream).await;
+    if let Err(e) = d.drive(&mut stream).await {
+        tracing::debug!(conn = id, error = %e, "connection ended with an I/O error");
     }
+    d.teardown();
     let _ = AsyncWriteExt::close(&mut stream).await;
-}
-
-/// Before closing, read and discard what the peer still sends (at most 64 KiB,
-/// at most 500 ms) until it closes. Closing a socket with unread bytes makes the
-/// kernel send RST, and a RST can make the peer drop our CLOSE frame unread.
-async fn linger<S: AsyncRead + Unpin>(stream: &mut S) {
-    use futures_lite::AsyncReadExt;
-    let drain = async {
-        let mut buf = [0u8; 4096];
-        let mut total = 0usize;
-        while total < 64 * 1024 {
-            match stream.read(&mut buf).await {
-                Ok(0) | Err(_) => break,
-                Ok(n) => total += n,
-            }
-        }
-    };
-    futures_lite::future::or(drain, glommio::timer::sleep(Duration::from_millis(500))).await;
 }
 
 fn rfc3339_now() -> String {
