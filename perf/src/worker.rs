@@ -178,6 +178,33 @@ pub struct WorkerReport {
     pub refusal: Option<String>,
 }
 
+impl WorkerReport {
+    /// A report with nothing counted yet.
+    fn empty(name: String) -> Self {
+        WorkerReport {
+            name,
+            sent: 0,
+            accepted: 0,
+            refused: 0,
+            received: 0,
+            latency: new_histogram(),
+            accept_latency: new_histogram(),
+            frames_out: FrameCounts::default(),
+            frames_in: FrameCounts::default(),
+            bytes_out: 0,
+            bytes_in: 0,
+            writes: 0,
+            reads: 0,
+            last_send_ns: 0,
+            last_settle_ns: 0,
+            last_recv_ns: 0,
+            cpu_s: 0.0,
+            error: None,
+            refusal: None,
+        }
+    }
+}
+
 /// A new latency histogram: 1 ns .. 100 s, 3 significant digits.
 #[allow(clippy::expect_used)]
 pub fn new_histogram() -> Histogram<u64> {
@@ -286,27 +313,7 @@ pub fn run(name: String, opts: Arc<Opts>, shared: Arc<Shared>, links: Vec<LinkSp
         }
         Err(e) => {
             shared.fail(&name, &e);
-            WorkerReport {
-                name,
-                sent: 0,
-                accepted: 0,
-                refused: 0,
-                received: 0,
-                latency: new_histogram(),
-                accept_latency: new_histogram(),
-                frames_out: FrameCounts::default(),
-                frames_in: FrameCounts::default(),
-                bytes_out: 0,
-                bytes_in: 0,
-                writes: 0,
-                reads: 0,
-                last_send_ns: 0,
-                last_settle_ns: 0,
-                last_recv_ns: 0,
-                cpu_s: 0.0,
-                error: Some(e.to_string()),
-                refusal: None,
-            }
+            WorkerReport { error: Some(e.to_string()), ..WorkerReport::empty(name) }
         }
     }
 }
@@ -444,27 +451,7 @@ impl Worker {
             t0: 0,
             fc_in,
             fc_out: FrameCounter::default(),
-            r: WorkerReport {
-                name: name.to_owned(),
-                sent: 0,
-                accepted: 0,
-                refused: 0,
-                received: 0,
-                latency: new_histogram(),
-                accept_latency: new_histogram(),
-                frames_out: FrameCounts::default(),
-                frames_in: FrameCounts::default(),
-                bytes_out: 0,
-                bytes_in: 0,
-                writes: 0,
-                reads: 0,
-                last_send_ns: 0,
-                last_settle_ns: 0,
-                last_recv_ns: 0,
-                cpu_s: 0.0,
-                error: None,
-                refusal: None,
-            },
+            r: WorkerReport::empty(name.to_owned()),
             unpublished_received: 0,
             unpublished_settled: 0,
             refused_channels,
