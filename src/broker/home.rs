@@ -19,6 +19,12 @@ use std::sync::Arc;
 
 /// Requests waiting for a responder, per RPC channel, at most.
 const RPC_WAITING_MAX: usize = 10_000;
+/// A durable attach that finds its identity still held waits this long for the
+/// holder to let go (a client that closes its connection and reconnects at once
+/// races its own teardown on another shard) before it is refused `not-allowed`.
+const DURABLE_TAKEOVER_MS: u64 = 1_000;
+/// Bound on attaches waiting for a durable identity per channel.
+const DURABLE_PARKED_MAX: usize = 1_024;
 
 /// Counters kept by the home (read when metrics are scraped).
 #[derive(Debug, Default, Clone)]
@@ -339,7 +345,7 @@ impl Home {
             }
             Pattern::EventsStore => {
                 if let Some(s) = self.stores.get_mut(&key) {
-                    s.unsubscribe(sub, stalled, resume_at);
+                    s.unsubscribe(sub, stalled, resume_at, now_ms, out);
                 }
             }
             Pattern::Commands | Pattern::Queries => {
@@ -376,6 +382,7 @@ impl Home {
         let retention = self.retention;
         for s in self.stores.values_mut() {
             s.trim(now_ms, retention);
+            s.expire_parked(now_ms, out);
         }
         // A few old messages must not pin every later segment: re-append the live
         // messages of the oldest segment so that it can be deleted.
@@ -914,7 +921,16 @@ struct StoreChan {
     readers: Vec<Reader>,
     cursors: HashMap<String, u64>,
     live: HashSet<String>,
+    /// Attaches waiting for a durable identity that is still held.
+    parked: Vec<Parked>,
     counters: Counters,
+}
+
+#[derive(Debug)]
+struct Parked {
+    sub: SubRef,
+    spec: SubSpec,
+    until_ms: u64,
 }
 
 impl StoreChan {
@@ -928,6 +944,7 @@ impl StoreChan {
             readers: Vec::new(),
             cursors: HashMap::new(),
             live: HashSet::new(),
+            parked: Vec::new(),
             counters: Counters::default(),
         }
     }
@@ -991,13 +1008,14 @@ impl StoreChan {
         }
     }
 
-    fn subscribe(&mut self, sub: SubRef, spec: SubSpec, _now_ms: u64, out: &mut Vec<ShardMsg>) {
+    fn subscribe(&mut self, sub: SubRef, spec: SubSpec, now_ms: u64, out: &mut Vec<ShardMsg>) {
         if let Some(id) = &spec.durable {
             if self.live.contains(id) {
-                out.push(ShardMsg::SubscribeDone {
-                    sub,
-                    result: Err(("amqp:not-allowed", "durable subscription in use".into())),
-                });
+                if self.parked.len() < DURABLE_PARKED_MAX {
+                    self.parked.push(Parked { sub, spec, until_ms: now_ms + DURABLE_TAKEOVER_MS });
+                } else {
+                    out.push(in_use(sub));
+                }
                 return;
             }
             self.live.insert(id.clone());
@@ -1105,9 +1123,41 @@ impl StoreChan {
         }
     }
 
-    fn unsubscribe(&mut self, sub: SubRef, stalled: bool, resume_at: Option<u64>) {
+    /// Parked attaches whose holder did not let go in time are refused.
+    fn expire_parked(&mut self, now_ms: u64, out: &mut Vec<ShardMsg>) {
+        if self.parked.is_empty() {
+            return;
+        }
+        self.parked.retain(|p| {
+            if p.until_ms <= now_ms {
+                out.push(in_use(p.sub));
+                return false;
+            }
+            true
+        });
+    }
+
+    fn unsubscribe(
+        &mut self,
+        sub: SubRef,
+        stalled: bool,
+        resume_at: Option<u64>,
+        now_ms: u64,
+        out: &mut Vec<ShardMsg>,
+    ) {
+        if let Some(p) = self.parked.iter().position(|p| p.sub == sub) {
+            // Gone while it waited for the identity.
+            self.parked.remove(p);
+            return;
+        }
         let Some(i) = self.readers.iter().position(|r| r.members.iter().any(|m| m.sub == sub)) else { return };
         let r = &mut self.readers[i];
+        // Events that entered the window after the connection let go of it (it
+        // reported the first it never sent as `resume_at`) were never sent either.
+        let resume_at = resume_at.or_else(|| {
+            let m = r.members.iter().find(|m| m.sub == sub)?;
+            m.ring.ring.pop().map(|(seq, _)| seq)
+        });
         r.members.retain(|m| m.sub != sub);
         if stalled {
             // The event that found the window full is lost with it (the reference).
@@ -1124,11 +1174,24 @@ impl StoreChan {
                 self.set_cursor(&id, next);
             }
             self.live.remove(&id);
+            if self.readers[i].members.is_empty() {
+                self.readers.remove(i);
+            }
+            // The identity is free: the first attach waiting for it takes over.
+            if let Some(p) = self.parked.iter().position(|p| p.spec.durable.as_deref() == Some(id.as_str())) {
+                let p = self.parked.remove(p);
+                self.subscribe(p.sub, p.spec, now_ms, out);
+            }
+            return;
         }
         if self.readers[i].members.is_empty() {
             self.readers.remove(i);
         }
     }
+}
+
+fn in_use(sub: SubRef) -> ShardMsg {
+    ShardMsg::SubscribeDone { sub, result: Err(("amqp:not-allowed", "durable subscription in use".into())) }
 }
 
 // ------------------------------------------------------------------ commands / queries

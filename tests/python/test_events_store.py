@@ -214,6 +214,27 @@ def test_durable_identity_is_container_and_link_name(broker, amqp):
     assert drain_all(amqp, other, 2) == ["e1", "e2"]
 
 
+def test_durable_attach_waits_briefly_for_the_holder_to_let_go(broker, amqp):
+    """A reconnecting client races its own old connection's teardown: an attach that
+    finds the identity held waits up to a second for it instead of being refused."""
+    ch = f"events-store/{uid('es')}"
+    cid = uid("durable-client")
+    name = uid("sub")
+    pub = amqp.connect(broker.url).sender(ch)
+    publish(pub, ["e1", "e2", "e3"])
+    c1 = amqp.connect(broker.url, container_id=cid)
+    r1 = c1.receiver(ch, name=name, options=durable("first"), credit=1)
+    assert drain_all(amqp, r1, 1) == ["e1"]
+    c2 = amqp.connect(broker.url, container_id=cid)
+    r2 = c2.receiver(ch, name=name, options=durable("first"), credit=100, wait=False)
+    amqp.pump(0.3)
+    assert not r2.is_open() and not r2.is_remote_closed()
+    c1.close()
+    # e2 was in the first link's window but never sent: it is sent again.
+    assert drain_all(amqp, r2, 2) == ["e2", "e3"]
+    assert r2.is_open()
+
+
 def test_second_live_attach_of_a_durable_is_refused(broker, amqp):
     ch = f"events-store/{uid('es')}"
     cid = uid("durable-client")
