@@ -224,11 +224,40 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         started,
         shutting_down: false,
     };
-    if let Err(e) = d.drive(&mut stream).await {
-        tracing::debug!(conn = id, error = %e, "connection ended with an I/O error");
-    }
+    let clean = match d.drive(&mut stream).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::debug!(conn = id, error = %e, "connection ended with an I/O error");
+            false
+        }
+    };
     d.teardown();
+    // Half-close (FIN after the last frame), then read what the peer still sends
+    // until it closes too: closing with unread bytes would send RST.
     let _ = AsyncWriteExt::close(&mut stream).await;
+    if clean {
+        linger(&mut stream).await;
+    }
+    // Only now: shutdown waits for this set to empty, so a lingering close finishes.
+    shard.conns.borrow_mut().remove(&id);
+}
+
+/// After the half-close, read and discard what the peer still sends (at most
+/// 64 KiB, at most 500 ms) until it closes. Closing a socket with unread bytes
+/// makes the kernel send RST, and a RST can make the peer drop our CLOSE unread.
+async fn linger<S: AsyncRead + Unpin>(stream: &mut S) {
+    use futures_lite::AsyncReadExt;
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut total = 0usize;
+        while total < 64 * 1024 {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => total += n,
+            }
+        }
+    };
+    futures_lite::future::or(drain, glommio::timer::sleep(Duration::from_millis(500))).await;
 }
 
 fn rfc3339_now() -> String {
@@ -1543,7 +1572,6 @@ impl Driver {
         let c = &self.shard.counters;
         gauge(&c.sessions, -(self.sessions.len() as i64));
         gauge(&c.connections, -1);
-        self.shard.conns.borrow_mut().remove(&self.id);
         let mut reg = self.shard.registry.borrow_mut();
         reg.connections.remove(&self.id);
         reg.links.remove(&self.id);

@@ -137,6 +137,13 @@ class _Recorder(Handler):
             event.session.close()
 
     def on_connection_remote_close(self, event):
+        # proton reads a connection's remote condition through its transport, and
+        # the container unbinds the transport once it closes: keep it here, on the
+        # reactor thread, before the test thread can miss it.
+        c = self.h._conns.get(event.connection)
+        if c is not None:
+            c.close_condition = event.connection.remote_condition
+            c.close_seen = True
         if event.connection.state & Endpoint.LOCAL_ACTIVE:
             event.connection.close()
 
@@ -316,17 +323,19 @@ class ConnW:
         self.h = harness
         self.conn = conn
         self.transport_closed = False
+        self.close_seen = False
+        self.close_condition = None
 
     @property
     def remote_condition(self):
-        return self.conn.remote_condition
+        return self.close_condition if self.close_seen else self.conn.remote_condition
 
     def is_remote_closed(self):
-        return bool(self.conn.state & Endpoint.REMOTE_CLOSED) or self.transport_closed
+        return self.close_seen or self.transport_closed
 
     def wait_closed(self, timeout=DEFAULT_TIMEOUT):
         self.h.wait(self.is_remote_closed, timeout, "connection close from broker")
-        return self.conn.remote_condition
+        return self.remote_condition
 
     def session(self):
         s = self.conn.session()
