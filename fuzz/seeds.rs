@@ -239,7 +239,7 @@ pub(crate) fn performatives() -> Vec<(&'static str, Performative)> {
             Performative::Disposition(Disposition {
                 role: Role::Receiver,
                 first: 1,
-                state: Some(DeliveryState::Rejected(Rejected { error: Some(amqp_error()) })),
+                state: Some(DeliveryState::Rejected(Box::new(Rejected { error: Some(amqp_error()) }))),
                 ..Default::default()
             }),
         ),
@@ -250,11 +250,11 @@ pub(crate) fn performatives() -> Vec<(&'static str, Performative)> {
                 first: 2,
                 last: Some(2),
                 settled: Some(true),
-                state: Some(DeliveryState::Modified(Modified {
+                state: Some(DeliveryState::Modified(Box::new(Modified {
                     delivery_failed: Some(true),
                     undeliverable_here: Some(false),
                     message_annotations: Some(fields()),
-                })),
+                }))),
                 batchable: None,
             }),
         ),
@@ -617,13 +617,20 @@ fn conversation() -> Vec<(&'static str, Vec<u8>)> {
             frames(&[
                 (0, client_attach(1, Role::Receiver), vec![]),
                 (0, flow_link(1, 3, false, false), vec![]),
-                (0, disposition(0, 0, DeliveryState::Rejected(Rejected { error: Some(amqp_error()) })), vec![]),
+                (
+                    0,
+                    disposition(0, 0, DeliveryState::Rejected(Box::new(Rejected { error: Some(amqp_error()) }))),
+                    vec![],
+                ),
                 (
                     0,
                     disposition(
                         1,
                         2,
-                        DeliveryState::Modified(Modified { delivery_failed: Some(true), ..Default::default() }),
+                        DeliveryState::Modified(Box::new(Modified {
+                            delivery_failed: Some(true),
+                            ..Default::default()
+                        })),
                     ),
                     vec![],
                 ),
@@ -724,7 +731,10 @@ fn value_seeds() -> Vec<Seed> {
         ("state-accepted", DeliveryState::Accepted),
         ("state-released", DeliveryState::Released),
         ("state-received", DeliveryState::Received(Received { section_number: 0, section_offset: 10 })),
-        ("state-modified", DeliveryState::Modified(Modified { undeliverable_here: Some(true), ..Default::default() })),
+        (
+            "state-modified",
+            DeliveryState::Modified(Box::new(Modified { undeliverable_here: Some(true), ..Default::default() })),
+        ),
     ] {
         out.push((n.to_string(), s.to_bytes().to_vec()));
     }

@@ -526,9 +526,9 @@ impl Outcome {
         match self {
             Outcome::Accept => DeliveryState::Accepted,
             Outcome::Release => DeliveryState::Released,
-            Outcome::Reject(why) => DeliveryState::Rejected(Rejected {
+            Outcome::Reject(why) => DeliveryState::Rejected(Box::new(Rejected {
                 error: Some(sluice_proto::types::Error::new("amqp:internal-error", why)),
-            }),
+            })),
         }
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::codec::{Decode, DecodeError, Decoder, Encode};
 use crate::types::{Performative, SaslFrame};
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Frame type 0x00: AMQP.
 pub const FRAME_TYPE_AMQP: u8 = 0x00;
@@ -144,8 +144,11 @@ impl Deframer {
             self.buf.reserve(size as usize - self.buf.len());
             return Ok(None);
         }
+        // Split off the frame and step over its header in place: one reference
+        // count update, not three.
         let mut frame = self.buf.split_to(size as usize);
-        let body = frame.split_off(doff as usize * 4).freeze();
+        frame.advance(doff as usize * 4);
+        let body = frame.freeze();
         Ok(Some(RawFrame { frame_type, channel, body }))
     }
 }
@@ -169,9 +172,18 @@ impl RawFrame {
     /// Decode the performative; the payload is a zero-copy slice of `body`.
     #[inline]
     pub fn decode_amqp(&self) -> Result<AmqpFrame, DecodeError> {
+        self.clone().into_amqp()
+    }
+
+    /// Like [`RawFrame::decode_amqp`], consuming the frame: the payload is the frame
+    /// body advanced past the performative, with no reference count update.
+    #[inline]
+    pub fn into_amqp(self) -> Result<AmqpFrame, DecodeError> {
         let mut d = Decoder::new(&self.body);
         let performative = Performative::decode(&mut d)?;
-        let payload = self.body.slice(d.position()..);
+        let at = d.position();
+        let mut payload = self.body;
+        payload.advance(at);
         Ok(AmqpFrame { performative, payload })
     }
 

@@ -202,11 +202,11 @@ fn delivery_state() -> BoxedStrategy<DeliveryState> {
             DeliveryState::Received(Received { section_number, section_offset })
         }),
         Just(DeliveryState::Accepted),
-        option::of(error()).prop_map(|error| DeliveryState::Rejected(Rejected { error })),
+        option::of(error()).prop_map(|error| DeliveryState::Rejected(Box::new(Rejected { error }))),
         Just(DeliveryState::Released),
         (option::of(any::<bool>()), option::of(any::<bool>()), option::of(fields())).prop_map(
             |(delivery_failed, undeliverable_here, message_annotations)| {
-                DeliveryState::Modified(Modified { delivery_failed, undeliverable_here, message_annotations })
+                DeliveryState::Modified(Box::new(Modified { delivery_failed, undeliverable_here, message_annotations }))
             }
         ),
         // transactional states (declared 0x33, transactional-state 0x34, ...)

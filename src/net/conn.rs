@@ -1241,8 +1241,9 @@ impl Driver {
     fn refuse_message(&mut self, link: LinkId, ack: Option<PublishAck>, (cond, why): Refusal) {
         match ack {
             Some(a) => {
-                let state =
-                    DeliveryState::Rejected(sluice_proto::types::Rejected { error: Some(Error::new(cond, why)) });
+                let state = DeliveryState::Rejected(Box::new(sluice_proto::types::Rejected {
+                    error: Some(Error::new(cond, why)),
+                }));
                 self.engine.disposition(link, a.delivery_id, true, Some(state));
             }
             None => add(&self.shard.counters.transfers_in_dropped, 1),
@@ -1447,9 +1448,9 @@ impl Driver {
                 let Some(&link) = self.serials.get(&ack.link.link) else { return };
                 let state = match result {
                     Ok(()) => DeliveryState::Accepted,
-                    Err((cond, why)) => {
-                        DeliveryState::Rejected(sluice_proto::types::Rejected { error: Some(Error::new(cond, why)) })
-                    }
+                    Err((cond, why)) => DeliveryState::Rejected(Box::new(sluice_proto::types::Rejected {
+                        error: Some(Error::new(cond, why)),
+                    })),
                 };
                 self.engine.disposition(link, ack.delivery_id, true, Some(state));
             }

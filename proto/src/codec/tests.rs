@@ -583,14 +583,14 @@ fn delivery_state_vectors() {
     roundtrip("00 53 24 45", &Accepted {});
     roundtrip("00 53 26 45", &DeliveryState::Released);
     roundtrip("00 53 26 45", &Released {});
-    roundtrip("00 53 25 45", &DeliveryState::Rejected(Rejected { error: None }));
-    roundtrip("00 53 27 45", &DeliveryState::Modified(Modified::default()));
+    roundtrip("00 53 25 45", &DeliveryState::Rejected(Box::new(Rejected { error: None })));
+    roundtrip("00 53 27 45", &DeliveryState::Modified(Box::new(Modified::default())));
 
     // rejected{error{amqp:not-found, "no such queue"}}
     let rejected = format!("00 53 25 c0 26 01 {ERROR_NOT_FOUND}"); // list8, size 38, count 1
     let rj = Rejected { error: Some(Error::new("amqp:not-found", "no such queue")) };
     roundtrip(&rejected, &rj);
-    roundtrip(&rejected, &DeliveryState::Rejected(rj));
+    roundtrip(&rejected, &DeliveryState::Rejected(Box::new(rj)));
 
     // modified{delivery-failed true, undeliverable-here false, {:x-opt-a: 5}}
     let modified = concat!(
@@ -604,7 +604,7 @@ fn delivery_state_vectors() {
         message_annotations: Some(fields(vec![("x-opt-a", Value::Int(5))])),
     };
     roundtrip(modified, &m);
-    roundtrip(modified, &DeliveryState::Modified(m));
+    roundtrip(modified, &DeliveryState::Modified(Box::new(m)));
 
     // A state this codec does not model (transactional-state 0x34) is kept whole.
     roundtrip(

@@ -711,13 +711,14 @@ impl Connection {
         if frame.is_empty() {
             return Ok(()); // heartbeat
         }
-        let f = frame.decode_amqp()?;
+        let channel = frame.channel;
+        let f = frame.into_amqp()?;
         match self.phase {
             Phase::Open => match f.performative {
                 Performative::Open(open) => self.on_open(*open),
                 _ => Err(ProtocolError::IllegalState("first frame must be open")),
             },
-            Phase::Opened => self.on_performative(frame.channel, f.performative, f.payload),
+            Phase::Opened => self.on_performative(channel, f.performative, f.payload),
             Phase::Closing => {
                 if let Performative::Close(_) = f.performative {
                     self.phase = Phase::Closed;

@@ -93,27 +93,71 @@ impl Encode for ReceiverSettleMode {
     }
 }
 
-/// 2.8.7 delivery-tag: binary of at most 32 bytes, stored inline (no allocation).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
-pub struct DeliveryTag(pub heapless::Vec<u8, 32>);
+/// 2.8.7 delivery-tag: binary of at most 32 bytes, stored inline (no allocation)
+/// in 33 bytes.
+#[derive(Clone, Copy)]
+pub struct DeliveryTag {
+    len: u8,
+    buf: [u8; 32],
+}
 
 impl DeliveryTag {
     /// A tag from bytes; None when longer than 32 bytes.
+    #[inline]
     pub fn from_slice(b: &[u8]) -> Option<Self> {
-        heapless::Vec::from_slice(b).ok().map(DeliveryTag)
+        if b.len() > 32 {
+            return None;
+        }
+        let mut buf = [0u8; 32];
+        buf[..b.len()].copy_from_slice(b);
+        Some(DeliveryTag { len: b.len() as u8, buf })
     }
 
     /// A tag holding the big-endian bytes of `n` (how the broker numbers its deliveries).
+    #[inline]
     pub fn from_u64(n: u64) -> Self {
-        let mut v = heapless::Vec::new();
-        // Eight bytes always fit in 32.
-        let _ = v.extend_from_slice(&n.to_be_bytes());
-        DeliveryTag(v)
+        let mut buf = [0u8; 32];
+        buf[..8].copy_from_slice(&n.to_be_bytes());
+        DeliveryTag { len: 8, buf }
     }
 
     /// The tag's bytes.
+    #[inline]
     pub fn as_slice(&self) -> &[u8] {
-        &self.0
+        &self.buf[..self.len as usize]
+    }
+}
+
+impl Default for DeliveryTag {
+    fn default() -> Self {
+        DeliveryTag { len: 0, buf: [0; 32] }
+    }
+}
+
+impl std::ops::Deref for DeliveryTag {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        self.as_slice()
+    }
+}
+
+impl PartialEq for DeliveryTag {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_slice() == other.as_slice()
+    }
+}
+
+impl Eq for DeliveryTag {}
+
+impl std::hash::Hash for DeliveryTag {
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.as_slice().hash(h);
+    }
+}
+
+impl std::fmt::Debug for DeliveryTag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("DeliveryTag").field(&self.as_slice()).finish()
     }
 }
 
@@ -134,8 +178,8 @@ impl Encode for DeliveryTag {
     #[inline]
     fn encode(&self, out: &mut BytesMut) {
         out.put_u8(format::VBIN8);
-        out.put_u8(self.0.len() as u8);
-        out.put_slice(&self.0);
+        out.put_u8(self.len);
+        out.put_slice(self.as_slice());
     }
 }
 

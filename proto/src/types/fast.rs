@@ -269,7 +269,10 @@ mod tests {
             batchable: None,
         };
         let modified = Disposition {
-            state: Some(DeliveryState::Modified(Modified { delivery_failed: Some(true), ..Default::default() })),
+            state: Some(DeliveryState::Modified(Box::new(Modified {
+                delivery_failed: Some(true),
+                ..Default::default()
+            }))),
             ..disposition.clone()
         };
         [

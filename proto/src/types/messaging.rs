@@ -119,10 +119,16 @@ impl RawMessage {
     /// (other than the body sections that may repeat). Costs one pass over the
     /// section headers; section contents are skipped by their sizes.
     pub fn parse(payload: &Bytes) -> DecodeResult<RawMessage> {
+        Self::parse_owned(payload.clone())
+    }
+
+    /// [`RawMessage::parse`] taking the payload by value (no reference count update).
+    pub fn parse_owned(payload: Bytes) -> DecodeResult<RawMessage> {
         if payload.len() > u32::MAX as usize {
             return Err(DecodeError::InvalidLength("message larger than 4 GiB"));
         }
-        let mut m = RawMessage { payload: payload.clone(), sections: [(0, 0); 7], body_kind: BodyKind::Empty };
+        let mut m = RawMessage { payload, sections: [(0, 0); 7], body_kind: BodyKind::Empty };
+        let payload = &m.payload;
         let mut d = Decoder::new(payload);
         let mut last_rank = 0u8;
         while !d.is_empty() {

@@ -307,7 +307,16 @@ impl<'a> Decode<'a> for Performative {
             return Err(DecodeError::UnexpectedType { expected: "performative", found: code });
         }
         d.enter()?;
-        let r = match d.descriptor_code(PERFORMATIVE_NAMES)? {
+        // The usual smallulong descriptor (00 53 10..18) without the general lookup.
+        let code = match d.rest() {
+            [0x53, c @ 0x10..=0x18, ..] => {
+                let c = *c as u64;
+                d.take(2)?;
+                c
+            }
+            _ => d.descriptor_code(PERFORMATIVE_NAMES)?,
+        };
+        let r = match code {
             // The hot three: one-pass decoders first, the general ones when they decline.
             Flow::CODE => match super::fast::flow(d) {
                 Some(f) => Ok(Performative::Flow(f)),
@@ -396,9 +405,12 @@ described_list! {
 pub enum DeliveryState {
     Received(Received),
     Accepted,
-    Rejected(Rejected),
+    /// Boxed (it carries an error): the common states stay 16 bytes, and so the
+    /// TRANSFER and DISPOSITION that hold a state stay small to move.
+    Rejected(Box<Rejected>),
     Released,
-    Modified(Modified),
+    /// Boxed, like `Rejected`.
+    Modified(Box<Modified>),
     /// A state this codec does not model (e.g. transactional states), kept as a value.
     Other(Box<Value>),
 }
@@ -441,9 +453,9 @@ impl<'a> Decode<'a> for DeliveryState {
         let r = match d.descriptor_code(STATE_NAMES) {
             Ok(Received::CODE) => Received::decode_list(d).map(DeliveryState::Received),
             Ok(Accepted::CODE) => Accepted::decode_list(d).map(|_| DeliveryState::Accepted),
-            Ok(Rejected::CODE) => Rejected::decode_list(d).map(DeliveryState::Rejected),
+            Ok(Rejected::CODE) => Rejected::decode_list(d).map(|r| DeliveryState::Rejected(Box::new(r))),
             Ok(Released::CODE) => Released::decode_list(d).map(|_| DeliveryState::Released),
-            Ok(Modified::CODE) => Modified::decode_list(d).map(DeliveryState::Modified),
+            Ok(Modified::CODE) => Modified::decode_list(d).map(|m| DeliveryState::Modified(Box::new(m))),
             Ok(_) | Err(DecodeError::UnknownDescriptor) => {
                 // Not a state this codec models: keep it whole as a value.
                 *d = start;
