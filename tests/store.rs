@@ -276,7 +276,7 @@ fn acked_messages_stay_gone_and_unsettled_ones_come_back_after_restart() {
             // Accept four, reject one, keep one unsettled.
             match i {
                 0..=3 => c.settle(r, d.delivery_id, DeliveryState::Accepted),
-                4 => c.settle(r, d.delivery_id, DeliveryState::Rejected(Box::new(Default::default()))),
+                4 => c.settle(r, d.delivery_id, DeliveryState::Rejected(Box::default())),
                 _ => {}
             }
         }

@@ -584,7 +584,7 @@ fn delivery_state_vectors() {
     roundtrip("00 53 26 45", &DeliveryState::Released);
     roundtrip("00 53 26 45", &Released {});
     roundtrip("00 53 25 45", &DeliveryState::Rejected(Box::new(Rejected { error: None })));
-    roundtrip("00 53 27 45", &DeliveryState::Modified(Box::new(Modified::default())));
+    roundtrip("00 53 27 45", &DeliveryState::Modified(Box::default()));
 
     // rejected{error{amqp:not-found, "no such queue"}}
     let rejected = format!("00 53 25 c0 26 01 {ERROR_NOT_FOUND}"); // list8, size 38, count 1

@@ -95,7 +95,7 @@ impl Encode for ReceiverSettleMode {
 
 /// 2.8.7 delivery-tag: binary of at most 32 bytes, stored inline (no allocation)
 /// in 33 bytes.
-#[derive(Clone, Copy)]
+#[derive(Clone, Default)]
 pub struct DeliveryTag {
     len: u8,
     buf: [u8; 32],
@@ -125,12 +125,6 @@ impl DeliveryTag {
     #[inline]
     pub fn as_slice(&self) -> &[u8] {
         &self.buf[..self.len as usize]
-    }
-}
-
-impl Default for DeliveryTag {
-    fn default() -> Self {
-        DeliveryTag { len: 0, buf: [0; 32] }
     }
 }
 
