@@ -1724,3 +1724,30 @@ fn array_of_nulls_is_written_but_not_read_back() {
     // An empty array is fine.
     roundtrip("e0 02 00 40", &Value::Array(vec![]));
 }
+
+/// The single-data-section shortcut of `RawMessage::parse` gives what the general
+/// section walk gives, and declines anything that is not exactly one data section.
+#[test]
+fn raw_message_single_data_shortcut_matches_the_general_walk() {
+    for len in [0usize, 1, 100, 255, 256, 70_000] {
+        let body = vec![0x5au8; len];
+        let mut wire = BytesMut::new();
+        Message { body: Body::Data(Bytes::from(body.clone())), ..Default::default() }.encode(&mut wire);
+        let wire = wire.freeze();
+        let m = RawMessage::parse(&wire).unwrap();
+        assert_eq!(m.body_kind, BodyKind::Data);
+        assert_eq!(m.body_bytes(), &wire[..]);
+        assert_eq!(m.data().unwrap(), Some(body));
+        assert_eq!(m.header_section(), None);
+        assert_eq!(m.encoded_len(), wire.len());
+        // One byte more or less: not a single section any more, so the walk decides.
+        let mut longer = wire.to_vec();
+        longer.push(0x40);
+        assert!(RawMessage::parse(&Bytes::from(longer)).is_err());
+        assert!(RawMessage::parse(&wire.slice(..wire.len() - 1)).is_err());
+    }
+    // data followed by a footer: the walk, not the shortcut.
+    let m = RawMessage::parse(&Bytes::from(hex(&format!("{DATA} {FOOTER}")))).unwrap();
+    assert_eq!(m.body_bytes(), &hex(DATA)[..]);
+    assert_eq!(m.footer_section(), Some(&hex(FOOTER)[..]));
+}

@@ -127,6 +127,20 @@ impl RawMessage {
         if payload.len() > u32::MAX as usize {
             return Err(DecodeError::InvalidLength("message larger than 4 GiB"));
         }
+        // The commonest message: one data section and nothing else (vbin8 or vbin32).
+        let n = payload.len();
+        let single_data = match payload[..] {
+            [0x00, 0x53, 0x75, 0xa0, len, ..] => len as usize + 5 == n,
+            [0x00, 0x53, 0x75, 0xb0, a, b, c, d, ..] => {
+                (u32::from_be_bytes([a, b, c, d]) as usize).checked_add(8) == Some(n)
+            }
+            _ => false,
+        };
+        if single_data {
+            let mut sections = [(0, 0); 7];
+            sections[BODY_AT] = (0, n as u32);
+            return Ok(RawMessage { payload, sections, body_kind: BodyKind::Data });
+        }
         let mut m = RawMessage { payload, sections: [(0, 0); 7], body_kind: BodyKind::Empty };
         let payload = &m.payload;
         let mut d = Decoder::new(payload);
