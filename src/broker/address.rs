@@ -6,12 +6,19 @@ use std::fmt;
 use std::sync::Arc;
 
 /// A pattern and channel: the unit that has a home shard.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Eq, Hash)]
 pub struct ChannelKey {
     /// The messaging pattern.
     pub pattern: Pattern,
     /// The channel name (validated).
     pub name: Arc<str>,
+}
+
+impl PartialEq for ChannelKey {
+    /// Keys cloned from one another share the name: compare pointers before bytes.
+    fn eq(&self, other: &Self) -> bool {
+        self.pattern == other.pattern && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
+    }
 }
 
 impl ChannelKey {

@@ -12,7 +12,12 @@ use crate::store::Journal;
 use crossbeam_queue::ArrayQueue;
 use sluice_proto::codec::Value;
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::VecDeque;
+
+/// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -153,10 +158,10 @@ impl Home {
             retention,
             queues_journal,
             events_journal,
-            queues: HashMap::new(),
-            events: HashMap::new(),
-            stores: HashMap::new(),
-            rpcs: HashMap::new(),
+            queues: HashMap::default(),
+            events: HashMap::default(),
+            stores: HashMap::default(),
+            rpcs: HashMap::default(),
             stats: HomeStats::default(),
         }
     }
@@ -535,7 +540,7 @@ impl QueueChan {
             journal,
             next_id: 1,
             ready: VecDeque::new(),
-            unacked: HashMap::new(),
+            unacked: HashMap::default(),
             consumers: Vec::new(),
             rr: 0,
             next_token: 0,
@@ -942,8 +947,8 @@ impl StoreChan {
             log: VecDeque::new(),
             next_seq: 1,
             readers: Vec::new(),
-            cursors: HashMap::new(),
-            live: HashSet::new(),
+            cursors: HashMap::default(),
+            live: HashSet::default(),
             parked: Vec::new(),
             counters: Counters::default(),
         }

@@ -18,7 +18,12 @@ use sluice_proto::types::{
     SenderSettleMode, Source, Target,
 };
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, HashSet, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
+
+/// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+type HashSet<K> = std::collections::HashSet<K, foldhash::fast::RandomState>;
+
 use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
@@ -192,12 +197,12 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         id,
         engine: Connection::new(cfg, 0),
         inbox,
-        links: HashMap::new(),
-        serials: HashMap::new(),
+        links: HashMap::default(),
+        serials: HashMap::default(),
         next_serial: 1,
-        sessions: HashSet::new(),
-        nodes: HashMap::new(),
-        pending: HashMap::new(),
+        sessions: HashSet::default(),
+        nodes: HashMap::default(),
+        pending: HashMap::default(),
         deadlines: BinaryHeap::new(),
         next_request: 1,
         held: VecDeque::new(),
@@ -220,7 +225,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         expires_at: None,
         auth_failed_at: None,
         authz_cache: crate::auth::AuthzCache::new(),
-        detaching: HashMap::new(),
+        detaching: HashMap::default(),
         started,
         shutting_down: false,
     };
@@ -341,7 +346,7 @@ impl Driver {
             }
             let now = self.now();
             // One wall-clock read per turn: message timestamps share it.
-            self.epoch_ms = now_ms();
+            self.epoch_ms = self.shard.refresh_clock();
             self.engine.handle_timeout(now);
             self.expire_rpc();
             self.retry_topups();
@@ -784,7 +789,7 @@ impl Driver {
         };
         let kind = LinkKind::Consume {
             key: key.clone(),
-            unsettled: HashMap::new(),
+            unsettled: HashMap::default(),
             ring: None,
             subscribed: false,
             reply: Some(Box::new(reply)),

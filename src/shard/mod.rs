@@ -11,7 +11,11 @@ use crate::config::Settings;
 use glommio::channels::channel_mesh::{MeshBuilder, Senders};
 use metrics::{AdminRequest, ShardCounters};
 use std::cell::{Cell, RefCell};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+/// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -96,6 +100,9 @@ pub struct Shard {
     outbox_wakers: Vec<Cell<Option<Waker>>>,
     local: RefCell<VecDeque<ShardMsg>>,
     pumping: Cell<bool>,
+    /// Wall clock (epoch ms) read once per driver turn, ring batch or tick: the
+    /// homes use it instead of reading the clock for every message.
+    clock_ms: Cell<u64>,
     /// Counters for metrics (plain cells, aggregated at scrape time).
     pub counters: ShardCounters,
     /// Connection and link details for the admin API, refreshed by each driver.
@@ -110,6 +117,13 @@ impl Shard {
         let id = self.next_conn.get();
         self.next_conn.set(id + 1);
         id
+    }
+
+    /// Read the wall clock and remember it for the homes (epoch ms).
+    pub fn refresh_clock(&self) -> u64 {
+        let t = now_ms();
+        self.clock_ms.set(t);
+        t
     }
 
     /// Send a message to wherever it must be handled.
@@ -137,8 +151,8 @@ impl Shard {
             return;
         }
         let mut out = Vec::new();
-        // One clock read per pump, not per message.
-        let now = now_ms();
+        // The clock of this turn (driver turn, ring batch or tick), not one read per message.
+        let now = self.clock_ms.get();
         loop {
             let next = self.local.borrow_mut().pop_front();
             let Some(m) = next else { break };
@@ -169,7 +183,8 @@ impl Shard {
     /// Run the homes' timers (ack deadlines) and route what they produce.
     pub fn tick(&self) {
         let mut out = Vec::new();
-        self.home.borrow_mut().tick(now_ms(), &mut out);
+        let now = self.refresh_clock();
+        self.home.borrow_mut().tick(now, &mut out);
         for m in out {
             self.route(m);
         }
@@ -255,12 +270,13 @@ async fn shard_main(
         shards,
         global: global.clone(),
         home: RefCell::new(home),
-        conns: RefCell::new(HashMap::new()),
+        conns: RefCell::new(HashMap::default()),
         next_conn: Cell::new(1),
         outboxes: (0..shards).map(|_| RefCell::new(VecDeque::new())).collect(),
         outbox_wakers: (0..shards).map(|_| Cell::new(None)).collect(),
         local: RefCell::new(VecDeque::new()),
         pumping: Cell::new(false),
+        clock_ms: Cell::new(now_ms()),
         counters: ShardCounters::default(),
         registry: RefCell::new(metrics::Registry::default()),
         journals: [qj, ej],
@@ -270,7 +286,16 @@ async fn shard_main(
             let dir = crate::store::log_dir(&global.settings.data_dir, id as usize, kind);
             let writer = crate::store::Writer::new(dir, kind, id, sizes);
             let s2 = shard.clone();
-            glommio::spawn_local(crate::store::commit_loop(j, writer, move |m| s2.route(m), health.clone())).detach();
+            glommio::spawn_local(crate::store::commit_loop(
+                j,
+                writer,
+                move |m| {
+                    s2.refresh_clock();
+                    s2.route(m)
+                },
+                health.clone(),
+            ))
+            .detach();
         }
     }
     let senders = Rc::new(senders);
@@ -286,6 +311,7 @@ async fn shard_main(
         tasks.push(
             glommio::spawn_local(async move {
                 while let Some(batch) = rx.recv().await {
+                    shard.refresh_clock();
                     shard.local.borrow_mut().extend(batch);
                     shard.pump_local();
                 }

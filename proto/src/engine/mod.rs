@@ -30,7 +30,10 @@ use crate::types::{
     Transfer,
 };
 use bytes::{Bytes, BytesMut};
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+/// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
+type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Largest frame accepted before OPEN has been negotiated (SASL frames included).
 pub const PRE_OPEN_MAX_FRAME_SIZE: u32 = 32 * 1024;
@@ -443,7 +446,7 @@ impl Connection {
             channel_max: config.channel_max,
             peer_idle_timeout_ms: 0,
             sessions: Vec::new(),
-            remote_channels: HashMap::new(),
+            remote_channels: HashMap::default(),
             links: Vec::new(),
             free_links: Vec::new(),
             pending_disposition: None,
@@ -931,10 +934,10 @@ impl Connection {
             remote_incoming_window: 0,
             remote_handle_max: u32::MAX,
             next_delivery_id: 0,
-            by_remote_handle: HashMap::new(),
+            by_remote_handle: HashMap::default(),
             local_handles: Vec::new(),
-            out_unsettled: HashMap::new(),
-            in_unsettled: HashMap::new(),
+            out_unsettled: HashMap::default(),
+            in_unsettled: HashMap::default(),
             blocked: VecDeque::new(),
         }
     }
