@@ -6,7 +6,7 @@ use std::fmt;
 use std::sync::Arc;
 
 /// A pattern and channel: the unit that has a home shard.
-#[derive(Debug, Clone, Eq, Hash)]
+#[derive(Debug, Clone, Eq)]
 pub struct ChannelKey {
     /// The messaging pattern.
     pub pattern: Pattern,
@@ -18,6 +18,14 @@ impl PartialEq for ChannelKey {
     /// Keys cloned from one another share the name: compare pointers before bytes.
     fn eq(&self, other: &Self) -> bool {
         self.pattern == other.pattern && (Arc::ptr_eq(&self.name, &other.name) || self.name == other.name)
+    }
+}
+
+impl std::hash::Hash for ChannelKey {
+    /// Consistent with `eq`: the pattern and the name's bytes.
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        self.pattern.hash(h);
+        self.name.hash(h);
     }
 }
 
