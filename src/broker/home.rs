@@ -206,14 +206,39 @@ impl Home {
         self.events_journal.borrow_mut().restore_marks(rec.cursors, rec.seq_marks);
     }
 
+    // The channel maps are looked up before they are entered: `entry` needs an owned
+    // key, and cloning it touches the name's reference count, a cache line shared
+    // with the publishing shard, on every message.
     fn queue(&mut self, key: &ChannelKey) -> &mut QueueChan {
-        let j = &self.queues_journal;
-        self.queues.entry(key.clone()).or_insert_with(|| QueueChan::new(key.clone(), j.clone()))
+        if !self.queues.contains_key(key) {
+            let q = QueueChan::new(key.clone(), self.queues_journal.clone());
+            self.queues.insert(key.clone(), q);
+        }
+        match self.queues.get_mut(key) {
+            Some(q) => q,
+            None => unreachable_channel(),
+        }
     }
 
     fn store(&mut self, key: &ChannelKey) -> &mut StoreChan {
-        let j = &self.events_journal;
-        self.stores.entry(key.clone()).or_insert_with(|| StoreChan::new(key.clone(), j.clone()))
+        if !self.stores.contains_key(key) {
+            let c = StoreChan::new(key.clone(), self.events_journal.clone());
+            self.stores.insert(key.clone(), c);
+        }
+        match self.stores.get_mut(key) {
+            Some(c) => c,
+            None => unreachable_channel(),
+        }
+    }
+
+    fn events_chan(&mut self, key: &ChannelKey) -> &mut EventsChan {
+        if !self.events.contains_key(key) {
+            self.events.insert(key.clone(), EventsChan::default());
+        }
+        match self.events.get_mut(key) {
+            Some(c) => c,
+            None => unreachable_channel(),
+        }
     }
 
     /// Handle one home-bound message; messages to send are appended to `out`.
@@ -227,8 +252,9 @@ impl Home {
                 match key.pattern {
                     Pattern::Queues => self.queue(&key).publish(msg, now_ms, done, out),
                     Pattern::Events => {
-                        let stats = &mut self.stats;
-                        self.events.entry(key.clone()).or_default().publish(msg, stats, out);
+                        let mut stats = std::mem::take(&mut self.stats);
+                        self.events_chan(&key).publish(msg, &mut stats, out);
+                        self.stats = stats;
                         out.extend(done);
                     }
                     Pattern::EventsStore => {
@@ -1197,6 +1223,12 @@ impl StoreChan {
 
 fn in_use(sub: SubRef) -> ShardMsg {
     ShardMsg::SubscribeDone { sub, result: Err(("amqp:not-allowed", "durable subscription in use".into())) }
+}
+
+/// A channel inserted a moment ago is missing: cannot happen; never panic over it.
+#[cold]
+fn unreachable_channel() -> ! {
+    std::process::abort()
 }
 
 // ------------------------------------------------------------------ commands / queries

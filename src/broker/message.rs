@@ -11,8 +11,8 @@ use sluice_proto::types::{Header, Properties, RawMessage};
 pub type Refusal = (&'static str, String);
 
 /// Parse an incoming message; AmqpSequence bodies are refused.
-pub fn check(payload: &Bytes) -> Result<RawMessage, Refusal> {
-    let raw = RawMessage::parse(payload).map_err(|e| ("amqp:decode-error", format!("invalid message: {e}")))?;
+pub fn check(payload: Bytes) -> Result<RawMessage, Refusal> {
+    let raw = RawMessage::parse_owned(payload).map_err(|e| ("amqp:decode-error", format!("invalid message: {e}")))?;
     if raw.body_kind == BodyKind::AmqpSequence {
         return Err(("amqp:not-implemented", "amqp-sequence bodies are not supported".into()));
     }

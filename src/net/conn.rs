@@ -1141,7 +1141,9 @@ impl Driver {
         let LinkKind::Produce { target, window } = &ctx.kind else { return };
         let (target, window) = (target.clone(), *window);
         let ack = (!d.settled).then(|| PublishAck { link: self.sub(ctx.serial), delivery_id: d.delivery_id });
-        let raw = match message::check(&d.payload) {
+        // The payload moves into the section index and on into the message: no
+        // reference count traffic on the shared read buffer.
+        let raw = match message::check(d.payload) {
             Ok(r) => r,
             Err((cond, why)) => {
                 self.refuse_message(link, ack, (cond, why.clone()));
@@ -1171,11 +1173,13 @@ impl Driver {
                 return;
             }
         }
-        let msg = Msg { payload: d.payload, received_ms: self.epoch_ms };
+        let received_ms = self.epoch_ms;
         let result = match target {
-            ProduceTarget::Channel(key) => self.publish(key, raw, msg, ack),
-            ProduceTarget::Responses(id) => self.rpc_response(&id, msg, ack),
-            ProduceTarget::Node(n) => self.deliver_to_node(&n, msg, ack),
+            ProduceTarget::Channel(key) => self.publish(key, raw, ack),
+            ProduceTarget::Responses(id) => {
+                self.rpc_response(&id, Msg { payload: raw.into_payload(), received_ms }, ack)
+            }
+            ProduceTarget::Node(n) => self.deliver_to_node(&n, Msg { payload: raw.into_payload(), received_ms }, ack),
             ProduceTarget::Anonymous => {
                 let to = match raw.properties() {
                     Ok(p) => Ok(p.and_then(|p| p.to)),
@@ -1189,9 +1193,13 @@ impl Driver {
                             Ok(Node::Channel(key)) if !self.authorized_message(&key) => {
                                 Err((condition::UNAUTHORIZED_ACCESS, format!("not authorized for {}", key.name)))
                             }
-                            Ok(Node::Channel(key)) => self.publish(key, raw, msg, ack),
-                            Ok(Node::Responses(id)) => self.rpc_response(&id, msg, ack),
-                            Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => self.deliver_to_node(&n, msg, ack),
+                            Ok(Node::Channel(key)) => self.publish(key, raw, ack),
+                            Ok(Node::Responses(id)) => {
+                                self.rpc_response(&id, Msg { payload: raw.into_payload(), received_ms }, ack)
+                            }
+                            Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => {
+                                self.deliver_to_node(&n, Msg { payload: raw.into_payload(), received_ms }, ack)
+                            }
                             Ok(Node::Dynamic(_)) => {
                                 Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".to_owned()))
                             }
@@ -1267,12 +1275,16 @@ impl Driver {
         &mut self,
         key: ChannelKey,
         raw: sluice_proto::types::RawMessage,
-        msg: Msg,
         ack: Option<PublishAck>,
     ) -> Result<(), Refusal> {
         add(&self.shard.counters.transfers_in[pattern_index(key.pattern)], 1);
+        if let Pattern::Commands | Pattern::Queries = key.pattern {
+            return self.rpc_request(key, raw, ack);
+        }
+        let msg = Msg { payload: raw.into_payload(), received_ms: self.epoch_ms };
         match key.pattern {
-            Pattern::Commands | Pattern::Queries => self.rpc_request(key, raw, ack),
+            // Requests went to `rpc_request` above.
+            Pattern::Commands | Pattern::Queries => Ok(()),
             Pattern::Events => {
                 // Fan-out is at-most-once: accepted as soon as it is routed.
                 self.shard.route(ShardMsg::Publish { key, msg, ack: None });

@@ -199,6 +199,11 @@ impl RawMessage {
         &self.payload
     }
 
+    /// The whole message as it came, giving up the section index.
+    pub fn into_payload(self) -> Bytes {
+        self.payload
+    }
+
     /// The encoded header section.
     pub fn header_section(&self) -> Option<&[u8]> {
         self.section(HEADER_AT)
