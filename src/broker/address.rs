@@ -12,6 +12,8 @@ pub struct ChannelKey {
     pub pattern: Pattern,
     /// The channel name (validated).
     pub name: Arc<str>,
+    /// FNV-1a of `<pattern>/<name>`, computed once: routing reads it per message.
+    fnv: u32,
 }
 
 impl PartialEq for ChannelKey {
@@ -32,15 +34,16 @@ impl std::hash::Hash for ChannelKey {
 impl ChannelKey {
     /// The key for a pattern and channel name.
     pub fn new(pattern: Pattern, name: &str) -> Self {
-        ChannelKey { pattern, name: Arc::from(name) }
+        let mut h = fnv1a(0x811c_9dc5, pattern.as_str().as_bytes());
+        h = fnv1a(h, b"/");
+        h = fnv1a(h, name.as_bytes());
+        ChannelKey { pattern, name: Arc::from(name), fnv: h }
     }
 
     /// The shard that owns this channel: FNV-1a of pattern and name.
+    #[inline]
     pub fn home(&self, shards: usize) -> usize {
-        let mut h = fnv1a(0x811c_9dc5, self.pattern.as_str().as_bytes());
-        h = fnv1a(h, b"/");
-        h = fnv1a(h, self.name.as_bytes());
-        h as usize % shards.max(1)
+        self.fnv as usize % shards.max(1)
     }
 }
 

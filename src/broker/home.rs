@@ -50,6 +50,13 @@ struct Counters {
     deadline_expired: u64,
 }
 
+impl Counters {
+    fn count_publish(&mut self, bytes: u64) {
+        self.published += 1;
+        self.published_bytes += bytes;
+    }
+}
+
 /// Backlog of one channel (for metrics and the admin API).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChannelStats {
@@ -249,24 +256,32 @@ impl Home {
                 // Queues and events-store answer `accepted` once the record is on
                 // disk (group commit); events at once.
                 let done = ack.map(|ack| ShardMsg::PublishDone { ack, result: Ok(()) });
+                // One lookup per message: the channel's counters are updated through
+                // the same reference that publishes.
                 match key.pattern {
-                    Pattern::Queues => self.queue(&key).publish(msg, now_ms, done, out),
+                    Pattern::Queues => {
+                        let q = self.queue(&key);
+                        q.counters.count_publish(bytes);
+                        q.publish(msg, now_ms, done, out);
+                    }
                     Pattern::Events => {
                         let mut stats = std::mem::take(&mut self.stats);
-                        self.events_chan(&key).publish(msg, &mut stats, out);
+                        let e = self.events_chan(&key);
+                        e.counters.count_publish(bytes);
+                        e.publish(msg, &mut stats, out);
                         self.stats = stats;
                         out.extend(done);
                     }
                     Pattern::EventsStore => {
                         let retention = self.retention;
                         let s = self.store(&key);
+                        s.counters.count_publish(bytes);
                         s.publish(msg, done, out);
                         s.trim(now_ms, retention);
                     }
                     // RPC channels receive RpcRequest, never Publish.
                     Pattern::Commands | Pattern::Queries => out.extend(done),
                 }
-                self.count_publish(&key, bytes);
             }
             ShardMsg::Subscribe { key, sub, spec } => match key.pattern {
                 Pattern::Queues => self.queue(&key).subscribe(sub, &spec, now_ms, out),
@@ -384,19 +399,6 @@ impl Home {
                     r.responders.retain(|s| s.sub != sub);
                 }
             }
-        }
-    }
-
-    fn count_publish(&mut self, key: &ChannelKey, bytes: u64) {
-        let c = match key.pattern {
-            Pattern::Queues => self.queues.get_mut(key).map(|q| &mut q.counters),
-            Pattern::Events => self.events.get_mut(key).map(|q| &mut q.counters),
-            Pattern::EventsStore => self.stores.get_mut(key).map(|q| &mut q.counters),
-            _ => None,
-        };
-        if let Some(c) = c {
-            c.published += 1;
-            c.published_bytes += bytes;
         }
     }
 
@@ -856,6 +858,18 @@ impl EventsChan {
     /// once (round-robin over members with credit); no credit means held (up to the
     /// subscriber's buffer) or dropped, counted.
     fn publish(&mut self, msg: Msg, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
+        // One plain subscriber (1->1): the event moves to it, no reference count.
+        if let [s] = &mut self.subs[..] {
+            if s.group.is_none() && s.selector.is_none() {
+                if s.credit.credit > 0 && s.held.is_empty() {
+                    self.counters.delivered += 1;
+                    s.deliver(msg, out);
+                } else {
+                    stats.events_dropped_no_credit += s.hold_or_drop(msg);
+                }
+                return;
+            }
+        }
         let view = self.subs.iter().any(|s| s.selector.is_some()).then(|| SelectorView::new(&msg.payload));
         let matches = |s: &EvSub| match (&s.selector, &view) {
             (Some(sel), Some(v)) => sel.matches(v),

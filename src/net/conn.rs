@@ -974,8 +974,8 @@ impl Driver {
         };
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
-        let key = key.clone();
-        let payload = if key.pattern == Pattern::Queues {
+        let pattern = key.pattern;
+        let payload = if pattern == Pattern::Queues {
             message::with_delivery_header(&msg.payload, receive_count)
         } else {
             msg.payload
@@ -984,26 +984,29 @@ impl Driver {
             self.held.push_back(Held { link, token, payload, settled });
             return;
         }
-        self.send_consumed(link, key, token, payload, settled);
+        self.send_consumed(link, pattern, token, payload, settled);
     }
 
-    fn send_consumed(&mut self, link: LinkId, key: ChannelKey, token: u64, payload: Bytes, settled: bool) {
+    fn send_consumed(&mut self, link: LinkId, pattern: Pattern, token: u64, payload: Bytes, settled: bool) {
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let tag = DeliveryTag::from_u64(ctx.next_tag);
         ctx.next_tag += 1;
-        match self.engine.send(link, tag, payload.clone(), settled) {
+        match self.engine.try_send(link, tag, payload, settled, 0) {
             Ok(delivery_id) => {
-                add(&self.shard.counters.transfers_out[pattern_index(key.pattern)], 1);
-                if !settled && key.pattern == Pattern::Queues {
+                add(&self.shard.counters.transfers_out[pattern_index(pattern)], 1);
+                if !settled && pattern == Pattern::Queues {
                     if let Some(LinkKind::Consume { unsettled, .. }) = self.links.get_mut(&link).map(|c| &mut c.kind) {
                         unsettled.insert(delivery_id, token);
                     }
                 }
             }
-            Err(UsageError::SessionWindow) => self.held.push_back(Held { link, token, payload, settled }),
+            Err((UsageError::SessionWindow, payload)) => self.held.push_back(Held { link, token, payload, settled }),
             Err(_) => {
-                if key.pattern == Pattern::Queues && !settled {
-                    let sub = self.sub(self.links.get(&link).map_or(0, |c| c.serial));
+                if pattern == Pattern::Queues && !settled {
+                    let Some(ctx) = self.links.get(&link) else { return };
+                    let LinkKind::Consume { key, .. } = &ctx.kind else { return };
+                    let key = key.clone();
+                    let sub = self.sub(ctx.serial);
                     self.shard.route(ShardMsg::Settle { key, sub, token, outcome: Outcome::Undelivered });
                 }
             }
@@ -1013,15 +1016,15 @@ impl Driver {
     fn retry_held(&mut self) {
         while let Some(h) = self.held.pop_front() {
             let Some(ctx) = self.links.get(&h.link) else { continue };
-            let key = match &ctx.kind {
-                LinkKind::Consume { key, .. } => key.clone(),
+            let pattern = match &ctx.kind {
+                LinkKind::Consume { key, .. } => key.pattern,
                 _ => continue,
             };
             if self.engine.session_window(ctx.channel) == 0 {
                 self.held.push_front(h);
                 return;
             }
-            self.send_consumed(h.link, key, h.token, h.payload, h.settled);
+            self.send_consumed(h.link, pattern, h.token, h.payload, h.settled);
         }
         let rings: Vec<LinkId> = self
             .links

@@ -1644,10 +1644,29 @@ impl Connection {
         settled: bool,
         message_format: u32,
     ) -> Result<u32, UsageError> {
+        self.try_send(id, tag, payload, settled, message_format).map_err(|(e, _)| e)
+    }
+
+    /// [`Self::send_with_format`] that hands the payload back when it cannot be sent,
+    /// so a caller that keeps it (to send later) need not clone it first.
+    pub fn try_send(
+        &mut self,
+        id: LinkId,
+        tag: DeliveryTag,
+        payload: Bytes,
+        settled: bool,
+        message_format: u32,
+    ) -> Result<u32, (UsageError, Bytes)> {
+        match self.check_send(id) {
+            Ok(()) => Ok(self.send_checked(id, tag, payload, settled, message_format)),
+            Err(e) => Err((e, payload)),
+        }
+    }
+
+    fn check_send(&self, id: LinkId) -> Result<(), UsageError> {
         if !self.is_open() {
             return Err(UsageError::NotOpen);
         }
-        let frame_size = self.send_max_frame_size as usize;
         let l = self.links.get(id.0 as usize).and_then(Option::as_ref).ok_or(UsageError::UnknownEndpoint)?;
         if l.role != Role::Sender {
             return Err(UsageError::WrongRole);
@@ -1658,10 +1677,7 @@ impl Connection {
         if l.link_credit == 0 {
             return Err(UsageError::NoCredit);
         }
-        let (ch, handle) = (l.channel, l.local_handle.unwrap_or(0));
-        let chunk = frame_size - TRANSFER_OVERHEAD;
-        let frames = payload.len().div_ceil(chunk).max(1) as u32;
-        let s = self.sessions.get_mut(ch as usize).and_then(Option::as_mut).ok_or(UsageError::UnknownEndpoint)?;
+        let s = self.sessions.get(l.channel as usize).and_then(Option::as_ref).ok_or(UsageError::UnknownEndpoint)?;
         if s.state != SessionState::Mapped {
             return Err(UsageError::UnknownEndpoint);
         }
@@ -1670,6 +1686,24 @@ impl Connection {
         if s.remote_incoming_window == 0 || !s.blocked.is_empty() {
             return Err(UsageError::SessionWindow);
         }
+        Ok(())
+    }
+
+    /// Send after [`Self::check_send`] passed.
+    fn send_checked(
+        &mut self,
+        id: LinkId,
+        tag: DeliveryTag,
+        mut payload: Bytes,
+        settled: bool,
+        message_format: u32,
+    ) -> u32 {
+        let frame_size = self.send_max_frame_size as usize;
+        let Some(l) = self.links.get(id.0 as usize).and_then(Option::as_ref) else { return 0 };
+        let (ch, handle) = (l.channel, l.local_handle.unwrap_or(0));
+        let chunk = frame_size - TRANSFER_OVERHEAD;
+        let frames = payload.len().div_ceil(chunk).max(1) as u32;
+        let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) else { return 0 };
         let delivery_id = s.next_delivery_id;
         s.next_delivery_id = delivery_id.wrapping_add(1);
         if !settled {
@@ -1680,9 +1714,7 @@ impl Connection {
             l.delivery_count = l.delivery_count.wrapping_add(1);
         }
         self.flush_disposition();
-        let mut offset = 0;
         for i in 0..frames {
-            let end = (offset + chunk).min(payload.len());
             let more = i + 1 < frames;
             let t = if i == 0 {
                 Transfer {
@@ -1697,8 +1729,9 @@ impl Connection {
             } else {
                 Transfer { handle, more: more.then_some(true), ..Default::default() }
             };
-            let part = payload.slice(offset..end);
-            offset = end;
+            // The last (usually the only) frame takes the payload itself: no
+            // reference count update.
+            let part = if more { payload.split_to(chunk) } else { std::mem::take(&mut payload) };
             if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
                 if s.remote_incoming_window > 0 && s.blocked.is_empty() {
                     s.remote_incoming_window -= 1;
@@ -1709,7 +1742,7 @@ impl Connection {
                 }
             }
         }
-        Ok(delivery_id)
+        delivery_id
     }
 
     /// Write waiting frames as far as the peer's window allows.
