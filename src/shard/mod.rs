@@ -130,8 +130,14 @@ impl Shard {
     pub fn route(&self, m: ShardMsg) {
         let dest = m.destination(self.shards);
         if dest == self.id as usize || dest == usize::MAX {
-            self.local.borrow_mut().push_back(m);
-            self.pump_local();
+            match m.connection() {
+                // Bound for a connection of this shard: straight into its inbox.
+                Some(conn) => self.to_inbox(conn, m),
+                None => {
+                    self.local.borrow_mut().push_back(m);
+                    self.pump_local();
+                }
+            }
         } else if let Some(q) = self.outboxes.get(dest) {
             q.borrow_mut().push_back(m);
             if let Some(w) = self.outbox_wakers[dest].take() {
@@ -157,19 +163,18 @@ impl Shard {
             let next = self.local.borrow_mut().pop_front();
             let Some(m) = next else { break };
             match m.connection() {
-                Some(conn) => {
-                    let inbox = self.conns.borrow().get(&conn).cloned();
-                    match inbox {
-                        Some(inbox) => inbox.push(m),
-                        None => self.orphan(m),
-                    }
-                }
+                Some(conn) => self.to_inbox(conn, m),
                 None => {
                     self.home.borrow_mut().handle(m, now, &mut out);
+                    // The home's output in order: connection-bound messages straight
+                    // to their inboxes, home-bound ones back into the local queue.
                     for o in out.drain(..) {
                         let dest = o.destination(self.shards);
                         if dest == self.id as usize {
-                            self.local.borrow_mut().push_back(o);
+                            match o.connection() {
+                                Some(conn) => self.to_inbox(conn, o),
+                                None => self.local.borrow_mut().push_back(o),
+                            }
                         } else {
                             self.route(o);
                         }
@@ -187,6 +192,15 @@ impl Shard {
         self.home.borrow_mut().tick(now, &mut out);
         for m in out {
             self.route(m);
+        }
+    }
+
+    /// Hand a message to a connection of this shard (or give back what it carried).
+    fn to_inbox(&self, conn: u64, m: ShardMsg) {
+        let inbox = self.conns.borrow().get(&conn).cloned();
+        match inbox {
+            Some(inbox) => inbox.push(m),
+            None => self.orphan(m),
         }
     }
 
