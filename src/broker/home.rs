@@ -283,6 +283,22 @@ impl Home {
                     Pattern::Commands | Pattern::Queries => out.extend(done),
                 }
             }
+            ShardMsg::PublishBatch { key, msgs } => {
+                if key.pattern == Pattern::Events {
+                    let mut stats = std::mem::take(&mut self.stats);
+                    let e = self.events_chan(&key);
+                    for msg in msgs {
+                        e.counters.count_publish(msg.payload.len() as u64);
+                        e.publish(msg, &mut stats, out);
+                    }
+                    self.stats = stats;
+                } else {
+                    // Only events are batched; anything else is handled one by one.
+                    for msg in msgs {
+                        self.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, now_ms, out);
+                    }
+                }
+            }
             ShardMsg::Subscribe { key, sub, spec } => match key.pattern {
                 Pattern::Queues => self.queue(&key).subscribe(sub, &spec, now_ms, out),
                 Pattern::Events => self.events.entry(key).or_default().subscribe(sub, *spec, out),

@@ -114,6 +114,9 @@ pub struct StoreRing {
     pub home_waiting: AtomicBool,
 }
 
+/// Most events one [`ShardMsg::PublishBatch`] carries.
+pub const EVENTS_BATCH: usize = 64;
+
 /// Everything that crosses between a connection and a channel's home.
 #[derive(Debug)]
 pub enum ShardMsg {
@@ -126,6 +129,15 @@ pub enum ShardMsg {
         msg: Msg,
         /// Outcome wanted (unsettled publish).
         ack: Option<PublishAck>,
+    },
+    /// Events published on one connection in one driver turn, in order (pre-settled
+    /// or already accepted: events are at-most-once). One key, one route and one
+    /// channel lookup for up to [`EVENTS_BATCH`] messages.
+    PublishBatch {
+        /// Channel (an events channel).
+        key: ChannelKey,
+        /// The messages, oldest first.
+        msgs: Vec<Msg>,
     },
     /// A consume link attached.
     Subscribe {
@@ -284,6 +296,7 @@ impl ShardMsg {
     pub fn destination(&self, shards: usize) -> usize {
         match self {
             ShardMsg::Publish { key, .. }
+            | ShardMsg::PublishBatch { key, .. }
             | ShardMsg::Subscribe { key, .. }
             | ShardMsg::Credit { key, .. }
             | ShardMsg::Settle { key, .. }
@@ -301,6 +314,14 @@ impl ShardMsg {
             | ShardMsg::RingFull { sub } => sub.shard as usize,
             ShardMsg::RpcResponse { shard, .. } => *shard as usize,
             ShardMsg::Shutdown { .. } => usize::MAX,
+        }
+    }
+
+    /// How many messages this stands for (outbox accounting).
+    pub fn weight(&self) -> usize {
+        match self {
+            ShardMsg::PublishBatch { msgs, .. } => msgs.len().max(1),
+            _ => 1,
         }
     }
 

@@ -5,7 +5,7 @@
 use crate::broker::address::{self, ChannelKey, Node};
 use crate::broker::message::{self, Refusal};
 use crate::broker::selector::Selector;
-use crate::broker::{now_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec};
+use crate::broker::{now_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
 use crate::config::Pattern;
 use crate::shard::metrics::{add, gauge, pattern_index, ConnectionInfo, LinkInfo};
 use crate::shard::{Inbox, Shard};
@@ -151,6 +151,8 @@ struct Driver {
     authz_cache: crate::auth::AuthzCache,
     /// Durable links whose DETACH answer waits for the home: serial -> engine link.
     detaching: HashMap<u64, LinkId>,
+    /// Events published in this driver turn, not yet routed (one channel at a time).
+    events_batch: Option<(ChannelKey, Vec<Msg>)>,
     started: Instant,
     shutting_down: bool,
 }
@@ -226,6 +228,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         auth_failed_at: None,
         authz_cache: crate::auth::AuthzCache::new(),
         detaching: HashMap::default(),
+        events_batch: None,
         started,
         shutting_down: false,
     };
@@ -450,7 +453,35 @@ impl Driver {
         while let Some(e) = self.engine.poll_event() {
             self.on_event(e);
         }
+        self.flush_events();
         self.refresh_registry();
+    }
+
+    /// Route a message; events batched before it go first, so order is kept.
+    fn route(&mut self, m: ShardMsg) {
+        self.flush_events();
+        self.shard.route(m);
+    }
+
+    /// Route the events published in this turn.
+    fn flush_events(&mut self) {
+        if let Some((key, msgs)) = self.events_batch.take() {
+            self.shard.route(ShardMsg::PublishBatch { key, msgs });
+        }
+    }
+
+    /// Add a published event to the turn's batch (a new batch for another channel
+    /// or a full one).
+    fn batch_event(&mut self, key: ChannelKey, msg: Msg) {
+        match &mut self.events_batch {
+            Some((k, msgs)) if *k == key && msgs.len() < EVENTS_BATCH => msgs.push(msg),
+            _ => {
+                self.flush_events();
+                let mut msgs = Vec::with_capacity(EVENTS_BATCH);
+                msgs.push(msg);
+                self.events_batch = Some((key, msgs));
+            }
+        }
     }
 
     fn on_event(&mut self, e: Event) {
@@ -836,7 +867,7 @@ impl Driver {
         }
         self.serials.insert(ctx.serial, link);
         self.links.insert(link, ctx);
-        self.shard.route(ShardMsg::Subscribe { key, sub, spec: Box::new(spec) });
+        self.route(ShardMsg::Subscribe { key, sub, spec: Box::new(spec) });
     }
 
     fn finish_node_attach(&mut self, link: LinkId, ctx: LinkCtx, attach: &Attach, source: Source, node: String) {
@@ -920,7 +951,7 @@ impl Driver {
         let Some(ctx) = self.links.get(&link) else { return };
         let sub = self.sub(ctx.serial);
         let delivery_count = self.engine.link_info(link).map_or(0, |i| i.delivery_count);
-        self.shard.route(ShardMsg::Credit { key, sub, credit, delivery_count, drain });
+        self.route(ShardMsg::Credit { key, sub, credit, delivery_count, drain });
     }
 
     /// Move events-store events from the ring to the wire as credit allows.
@@ -961,10 +992,10 @@ impl Driver {
         let sub = self.sub(serial);
         if let (true, Some(next_seq)) = (hold, sent_next) {
             // Lossless: the durable cursor moves only past what was sent.
-            self.shard.route(ShardMsg::Consumed { key: key.clone(), sub, next_seq });
+            self.route(ShardMsg::Consumed { key: key.clone(), sub, next_seq });
         }
         if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::AcqRel) {
-            self.shard.route(ShardMsg::RingSpace { key, sub });
+            self.route(ShardMsg::RingSpace { key, sub });
         }
     }
 
@@ -1007,7 +1038,7 @@ impl Driver {
                     let LinkKind::Consume { key, .. } = &ctx.kind else { return };
                     let key = key.clone();
                     let sub = self.sub(ctx.serial);
-                    self.shard.route(ShardMsg::Settle { key, sub, token, outcome: Outcome::Undelivered });
+                    self.route(ShardMsg::Settle { key, sub, token, outcome: Outcome::Undelivered });
                 }
             }
         }
@@ -1046,7 +1077,7 @@ impl Driver {
                     if let LinkKind::Consume { key, unsettled, .. } = &ctx.kind {
                         if let Some(token) = unsettled.get(&delivery_id) {
                             let (key, token, sub) = (key.clone(), *token, self.sub(ctx.serial));
-                            self.shard.route(ShardMsg::Extend { key, sub, token });
+                            self.route(ShardMsg::Extend { key, sub, token });
                         }
                     }
                 }
@@ -1077,7 +1108,7 @@ impl Driver {
                 if let Some(token) = unsettled.remove(&delivery_id) {
                     let key = key.clone();
                     let sub = self.sub(serial);
-                    self.shard.route(ShardMsg::Settle { key, sub, token, outcome });
+                    self.route(ShardMsg::Settle { key, sub, token, outcome });
                 }
             }
             LinkKind::NodeConsume { node } => {
@@ -1118,7 +1149,7 @@ impl Driver {
                 if confirm {
                     self.detaching.insert(ctx.serial, link);
                 }
-                self.shard.route(ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm });
+                self.route(ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm });
             }
             LinkKind::NodeConsume { node } => {
                 gauge(&self.shard.counters.links_sender, -1);
@@ -1289,14 +1320,15 @@ impl Driver {
             // Requests went to `rpc_request` above.
             Pattern::Commands | Pattern::Queries => Ok(()),
             Pattern::Events => {
-                // Fan-out is at-most-once: accepted as soon as it is routed.
-                self.shard.route(ShardMsg::Publish { key, msg, ack: None });
+                // Fan-out is at-most-once: accepted as soon as it is routed (with
+                // the turn's batch).
+                self.batch_event(key, msg);
                 self.accept(ack);
                 Ok(())
             }
             Pattern::Queues | Pattern::EventsStore => {
                 // accepted only once the home has stored it.
-                self.shard.route(ShardMsg::Publish { key, msg, ack });
+                self.route(ShardMsg::Publish { key, msg, ack });
                 Ok(())
             }
         }
@@ -1373,11 +1405,7 @@ impl Driver {
         add(&self.shard.counters.rpc_requests[idx], 1);
         self.pending.insert(request_id.clone(), PendingRpc { node, correlation, pattern: key.pattern });
         self.deadlines.push(Reverse((deadline, request_id)));
-        self.shard.route(ShardMsg::RpcRequest {
-            key,
-            msg: Msg { payload, received_ms: now_ms() },
-            deadline_ms: deadline,
-        });
+        self.route(ShardMsg::RpcRequest { key, msg: Msg { payload, received_ms: now_ms() }, deadline_ms: deadline });
         self.accept(ack);
         Ok(())
     }
@@ -1389,7 +1417,7 @@ impl Driver {
         let conn = parts.next().and_then(|s| s.parse::<u64>().ok());
         match (shard, conn) {
             (Some(shard), Some(conn)) if (shard as usize) < self.shard.shards => {
-                self.shard.route(ShardMsg::RpcResponse { shard, conn, request_id: request_id.to_owned(), msg });
+                self.route(ShardMsg::RpcResponse { shard, conn, request_id: request_id.to_owned(), msg });
             }
             _ => add(&self.shard.counters.rpc_late_responses, 1),
         }
@@ -1586,6 +1614,7 @@ impl Driver {
     }
 
     fn teardown(&mut self) {
+        self.flush_events();
         let links: Vec<LinkId> = self.links.keys().copied().collect();
         for l in links {
             self.on_detached(l);

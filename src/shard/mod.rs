@@ -97,6 +97,8 @@ pub struct Shard {
     pub conns: RefCell<HashMap<u64, Rc<Inbox>>>,
     next_conn: Cell<u64>,
     outboxes: Vec<RefCell<VecDeque<ShardMsg>>>,
+    /// Messages waiting in each outbox (a batch counts each message it carries).
+    outbox_weight: Vec<Cell<usize>>,
     outbox_wakers: Vec<Cell<Option<Waker>>>,
     local: RefCell<VecDeque<ShardMsg>>,
     pumping: Cell<bool>,
@@ -139,6 +141,8 @@ impl Shard {
                 }
             }
         } else if let Some(q) = self.outboxes.get(dest) {
+            let w = &self.outbox_weight[dest];
+            w.set(w.get() + m.weight());
             q.borrow_mut().push_back(m);
             if let Some(w) = self.outbox_wakers[dest].take() {
                 w.wake();
@@ -148,7 +152,7 @@ impl Shard {
 
     /// True when the outbox towards `shard` is backed up (producers should wait).
     pub fn backlogged(&self, shard: usize) -> bool {
-        self.outboxes.get(shard).is_some_and(|q| q.borrow().len() > OUTBOX_HIGH_WATER)
+        self.outbox_weight.get(shard).is_some_and(|w| w.get() > OUTBOX_HIGH_WATER)
     }
 
     /// Handle local messages until none is left. Re-entrant calls only queue.
@@ -287,6 +291,7 @@ async fn shard_main(
         conns: RefCell::new(HashMap::default()),
         next_conn: Cell::new(1),
         outboxes: (0..shards).map(|_| RefCell::new(VecDeque::new())).collect(),
+        outbox_weight: (0..shards).map(|_| Cell::new(0)).collect(),
         outbox_wakers: (0..shards).map(|_| Cell::new(None)).collect(),
         local: RefCell::new(VecDeque::new()),
         pumping: Cell::new(false),
@@ -382,7 +387,10 @@ async fn outbox_pump(shard: Rc<Shard>, senders: Rc<Senders<Vec<ShardMsg>>>, peer
         let batch: Vec<ShardMsg> = {
             let mut q = shard.outboxes[peer].borrow_mut();
             let n = q.len().min(RING_BATCH);
-            q.drain(..n).collect()
+            let batch: Vec<ShardMsg> = q.drain(..n).collect();
+            let w = &shard.outbox_weight[peer];
+            w.set(w.get().saturating_sub(batch.iter().map(ShardMsg::weight).sum()));
+            batch
         };
         match batch.is_empty() {
             false => {

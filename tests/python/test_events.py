@@ -45,6 +45,32 @@ def test_fan_out_to_every_subscriber(broker, amqp):
     assert r1.received == [] and r2.received == []
 
 
+def test_one_connection_publishing_to_two_channels_keeps_each_in_order(broker, amqp):
+    """A connection's events travel in per-turn batches (one channel at a time, at
+    most 64 each): interleaved runs to two channels, longer than a batch, still
+    arrive complete and in publish order on each channel."""
+    a, b = f"events/{uid('ev')}", f"events/{uid('ev')}"
+    ra = amqp.connect(broker.url).receiver(a, credit=2000)
+    rb = amqp.connect(broker.url).receiver(b, credit=2000)
+    amqp.pump(SETTLE)
+    c = amqp.connect(broker.url)
+    sa, sb = c.sender(a), c.sender(b)
+    want = {a: [], b: []}
+    n = 0
+    for run, (sender, ch) in zip([150, 1, 70, 3, 64, 65, 200, 1], [(sa, a), (sb, b)] * 4):
+        for _ in range(run):
+            body = f"m{n}"
+            n += 1
+            want[ch].append(body)
+            sender.send(Message(body=body))
+    assert sa.wait_settled() == [ACCEPTED] * len(want[a])
+    assert sb.wait_settled() == [ACCEPTED] * len(want[b])
+    assert [m.body for m in ra.take(len(want[a]))] == want[a]
+    assert [m.body for m in rb.take(len(want[b]))] == want[b]
+    amqp.pump(0.3)
+    assert ra.received == [] and rb.received == []
+
+
 def test_events_are_not_stored(broker, amqp):
     ch = f"events/{uid('ev')}"
     c = amqp.connect(broker.url)
