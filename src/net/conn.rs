@@ -1173,7 +1173,15 @@ impl Driver {
         let link = d.link;
         let Some(ctx) = self.links.get(&link) else { return };
         let LinkKind::Produce { target, window } = &ctx.kind else { return };
-        let (target, window) = (target.clone(), *window);
+        let window = *window;
+        // The next event of the turn's batch needs no copy of the target.
+        let batched = match target {
+            ProduceTarget::Channel(k) if k.pattern == Pattern::Events => {
+                self.events_batch.as_ref().is_some_and(|(bk, msgs)| bk == k && msgs.len() < EVENTS_BATCH)
+            }
+            _ => false,
+        };
+        let target = (!batched).then(|| target.clone());
         let ack = (!d.settled).then(|| PublishAck { link: self.sub(ctx.serial), delivery_id: d.delivery_id });
         // The payload moves into the section index and on into the message: no
         // reference count traffic on the shared read buffer.
@@ -1208,6 +1216,25 @@ impl Driver {
             }
         }
         let received_ms = self.epoch_ms;
+        let Some(target) = target else {
+            // Same channel as the batch being built: what `publish` does for events.
+            add(&self.shard.counters.transfers_in[pattern_index(Pattern::Events)], 1);
+            let msg = Msg { payload: raw.into_payload(), received_ms };
+            match &mut self.events_batch {
+                Some((_, msgs)) if msgs.len() < EVENTS_BATCH => msgs.push(msg),
+                _ => {
+                    if let Some(LinkKind::Produce { target: ProduceTarget::Channel(k), .. }) =
+                        self.links.get(&link).map(|c| &c.kind)
+                    {
+                        let key = k.clone();
+                        self.batch_event(key, msg);
+                    }
+                }
+            }
+            self.accept(ack);
+            self.top_up(link, window);
+            return;
+        };
         let result = match target {
             ProduceTarget::Channel(key) => self.publish(key, raw, ack),
             ProduceTarget::Responses(id) => {

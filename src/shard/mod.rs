@@ -172,11 +172,26 @@ impl Shard {
                     self.home.borrow_mut().handle(m, now, &mut out);
                     // The home's output in order: connection-bound messages straight
                     // to their inboxes, home-bound ones back into the local queue.
+                    // A fan-out turn is mostly for one connection: remember its inbox
+                    // (no connection can go away while this loop runs).
+                    let mut last: Option<(u64, Rc<Inbox>)> = None;
                     for o in out.drain(..) {
                         let dest = o.destination(self.shards);
                         if dest == self.id as usize {
                             match o.connection() {
-                                Some(conn) => self.to_inbox(conn, o),
+                                Some(conn) => match &last {
+                                    Some((c, inbox)) if *c == conn => inbox.push(o),
+                                    _ => {
+                                        let inbox = self.conns.borrow().get(&conn).cloned();
+                                        match inbox {
+                                            Some(inbox) => {
+                                                inbox.push(o);
+                                                last = Some((conn, inbox));
+                                            }
+                                            None => self.orphan(o),
+                                        }
+                                    }
+                                },
                                 None => self.local.borrow_mut().push_back(o),
                             }
                         } else {
