@@ -116,3 +116,23 @@ fn healthz_is_not_ready_until_every_shard_listens_and_during_shutdown() {
     global.shutting_down.store(true, Ordering::SeqCst);
     assert_eq!(get(), 503);
 }
+
+/// After a SIGTERM exit nothing listens on the AMQP port any more: the listener is
+/// shut down before the process ends. (A listener whose accept was still pending in
+/// io_uring used to outlive the process for a moment, so a broker restarted on the
+/// same port saw some of its first clients reset by the dead one's socket.)
+#[test]
+fn after_sigterm_the_port_is_free_at_once() {
+    for round in 0..8 {
+        let mut b = Broker::start(&[]);
+        // Traffic first, so the accept loops have been through a few accepts.
+        for i in 0..3 {
+            let c = Client::connect(b.addr(), &format!("free-{round}-{i}")).unwrap();
+            drop(c);
+        }
+        let status = b.term_and_wait_exit();
+        assert!(status.success(), "{status:?}");
+        let connected = std::net::TcpStream::connect_timeout(&b.addr().parse().unwrap(), Duration::from_millis(500));
+        assert!(connected.is_err(), "round {round}: something still accepted on {} after the broker exited", b.addr());
+    }
+}

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// Bind a listener on `port` (SO_REUSEPORT, so every shard binds the same port).
-pub fn bind(settings: &Settings, port: u16) -> std::io::Result<TcpListener> {
+pub fn bind(settings: &Settings, port: u16) -> std::io::Result<(TcpListener, ListenerFd)> {
     let ip: IpAddr = settings.host.parse().map_err(|_| std::io::Error::other("invalid host address"))?;
     let addr = SocketAddr::new(ip, port);
     let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
@@ -26,7 +26,31 @@ pub fn bind(settings: &Settings, port: u16) -> std::io::Result<TcpListener> {
     socket.bind(&addr.into())?;
     socket.listen(1024)?;
     socket.set_nonblocking(true)?;
-    Ok(from_fd(socket.into_raw_fd()))
+    let fd = socket.into_raw_fd();
+    Ok((from_fd(fd), ListenerFd(fd)))
+}
+
+/// The descriptor of a listener owned by an accept loop, kept to stop listening.
+#[derive(Debug, Clone, Copy)]
+pub struct ListenerFd(i32);
+
+impl ListenerFd {
+    /// Stop listening now: queued and new connection attempts are refused at once.
+    ///
+    /// Dropping the listener is not enough: its accept is still pending in the
+    /// shard's io_uring, which keeps the socket open (and in the SO_REUSEPORT group,
+    /// taking a share of new connections) until the kernel tears the ring down,
+    /// after the process has exited. A restarted broker on the same port would see
+    /// clients reset by the dead one's socket.
+    #[allow(unsafe_code)]
+    pub fn shutdown(self) {
+        // SAFETY: the fd belongs to a listener that the caller's accept task still
+        // owns (it is cancelled only after this call); shutdown(2) neither closes
+        // nor invalidates it.
+        unsafe {
+            libc::shutdown(self.0, libc::SHUT_RDWR);
+        }
+    }
 }
 
 #[allow(unsafe_code)]

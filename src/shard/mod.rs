@@ -354,13 +354,16 @@ async fn shard_main(
         );
     }
     let mut accepts = Vec::new();
+    let mut listening = Vec::new();
     if global.settings.port != 0 {
-        let listener = crate::net::bind(&global.settings, global.settings.port)?;
+        let (listener, fd) = crate::net::bind(&global.settings, global.settings.port)?;
+        listening.push(fd);
         accepts.push(glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener)).detach());
     }
     let tls = crate::net::tls::server_config(&global.settings).map_err(std::io::Error::other)?;
     if let (Some(cfg), true) = (tls, global.settings.tls_port != 0) {
-        let listener = crate::net::bind(&global.settings, global.settings.tls_port)?;
+        let (listener, fd) = crate::net::bind(&global.settings, global.settings.tls_port)?;
+        listening.push(fd);
         accepts.push(glommio::spawn_local(crate::net::accept_tls_loop(shard.clone(), listener, cfg)).detach());
     }
     global.ready.fetch_add(1, Ordering::SeqCst);
@@ -375,6 +378,10 @@ async fn shard_main(
         if global.shutting_down.load(Ordering::SeqCst) {
             break;
         }
+    }
+    // Stop listening first (see ListenerFd::shutdown), then end the accept loops.
+    for fd in listening {
+        fd.shutdown();
     }
     for a in &accepts {
         a.cancel();

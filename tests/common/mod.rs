@@ -85,6 +85,12 @@ impl Broker {
         self.child.id()
     }
 
+    /// SIGTERM, then block until the process has exited (no polling delay).
+    pub fn term_and_wait_exit(&mut self) -> std::process::ExitStatus {
+        Command::new("kill").args(["-TERM", &self.child.id().to_string()]).status().expect("kill");
+        self.child.wait().expect("wait")
+    }
+
     /// Send a signal and wait for the exit status (bounded).
     pub fn signal_and_wait(&mut self, sig: &str) -> Option<std::process::ExitStatus> {
         Command::new("kill").args([&format!("-{sig}"), &self.child.id().to_string()]).status().ok()?;
