@@ -163,35 +163,24 @@ impl Shard {
         let mut out = Vec::new();
         // The clock of this turn (driver turn, ring batch or tick), not one read per message.
         let now = self.clock_ms.get();
+        // Runs of messages for one connection are common (a ring batch, a fan-out):
+        // remember the last inbox. No connection goes away while this loop runs
+        // (connections are removed only by their own task).
+        let mut last: Option<(u64, Rc<Inbox>)> = None;
         loop {
             let next = self.local.borrow_mut().pop_front();
             let Some(m) = next else { break };
             match m.connection() {
-                Some(conn) => self.to_inbox(conn, m),
+                Some(conn) => self.to_inbox_cached(conn, m, &mut last),
                 None => {
                     self.home.borrow_mut().handle(m, now, &mut out);
                     // The home's output in order: connection-bound messages straight
                     // to their inboxes, home-bound ones back into the local queue.
-                    // A fan-out turn is mostly for one connection: remember its inbox
-                    // (no connection can go away while this loop runs).
-                    let mut last: Option<(u64, Rc<Inbox>)> = None;
                     for o in out.drain(..) {
                         let dest = o.destination(self.shards);
                         if dest == self.id as usize {
                             match o.connection() {
-                                Some(conn) => match &last {
-                                    Some((c, inbox)) if *c == conn => inbox.push(o),
-                                    _ => {
-                                        let inbox = self.conns.borrow().get(&conn).cloned();
-                                        match inbox {
-                                            Some(inbox) => {
-                                                inbox.push(o);
-                                                last = Some((conn, inbox));
-                                            }
-                                            None => self.orphan(o),
-                                        }
-                                    }
-                                },
+                                Some(conn) => self.to_inbox_cached(conn, o, &mut last),
                                 None => self.local.borrow_mut().push_back(o),
                             }
                         } else {
@@ -211,6 +200,24 @@ impl Shard {
         self.home.borrow_mut().tick(now, &mut out);
         for m in out {
             self.route(m);
+        }
+    }
+
+    /// [`Self::to_inbox`] through a one-entry cache of the last inbox used.
+    fn to_inbox_cached(&self, conn: u64, m: ShardMsg, last: &mut Option<(u64, Rc<Inbox>)>) {
+        if let Some((c, inbox)) = last.as_ref() {
+            if *c == conn {
+                inbox.push(m);
+                return;
+            }
+        }
+        let inbox = self.conns.borrow().get(&conn).cloned();
+        match inbox {
+            Some(inbox) => {
+                inbox.push(m);
+                *last = Some((conn, inbox));
+            }
+            None => self.orphan(m),
         }
     }
 
