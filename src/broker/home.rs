@@ -213,39 +213,18 @@ impl Home {
         self.events_journal.borrow_mut().restore_marks(rec.cursors, rec.seq_marks);
     }
 
-    // The channel maps are looked up before they are entered: `entry` needs an owned
-    // key, and cloning it touches the name's reference count, a cache line shared
-    // with the publishing shard, on every message.
     fn queue(&mut self, key: &ChannelKey) -> &mut QueueChan {
-        if !self.queues.contains_key(key) {
-            let q = QueueChan::new(key.clone(), self.queues_journal.clone());
-            self.queues.insert(key.clone(), q);
-        }
-        match self.queues.get_mut(key) {
-            Some(q) => q,
-            None => unreachable_channel(),
-        }
+        let j = &self.queues_journal;
+        channel(&mut self.queues, key, || QueueChan::new(key.clone(), j.clone()))
     }
 
     fn store(&mut self, key: &ChannelKey) -> &mut StoreChan {
-        if !self.stores.contains_key(key) {
-            let c = StoreChan::new(key.clone(), self.events_journal.clone());
-            self.stores.insert(key.clone(), c);
-        }
-        match self.stores.get_mut(key) {
-            Some(c) => c,
-            None => unreachable_channel(),
-        }
+        let j = &self.events_journal;
+        channel(&mut self.stores, key, || StoreChan::new(key.clone(), j.clone()))
     }
 
     fn events_chan(&mut self, key: &ChannelKey) -> &mut EventsChan {
-        if !self.events.contains_key(key) {
-            self.events.insert(key.clone(), EventsChan::default());
-        }
-        match self.events.get_mut(key) {
-            Some(c) => c,
-            None => unreachable_channel(),
-        }
+        channel(&mut self.events, key, EventsChan::default)
     }
 
     /// Handle one home-bound message; messages to send are appended to `out`.
@@ -1253,6 +1232,19 @@ impl StoreChan {
 
 fn in_use(sub: SubRef) -> ShardMsg {
     ShardMsg::SubscribeDone { sub, result: Err(("amqp:not-allowed", "durable subscription in use".into())) }
+}
+
+/// The channel under `key`, created by `make` when missing. Looked up before it is
+/// entered: `entry` needs an owned key, and cloning one touches the name's reference
+/// count, a cache line shared with the publishing shard, on every message.
+fn channel<'a, T>(map: &'a mut HashMap<ChannelKey, T>, key: &ChannelKey, make: impl FnOnce() -> T) -> &'a mut T {
+    if !map.contains_key(key) {
+        map.insert(key.clone(), make());
+    }
+    match map.get_mut(key) {
+        Some(c) => c,
+        None => unreachable_channel(),
+    }
 }
 
 /// A channel inserted a moment ago is missing: cannot happen; never panic over it.
