@@ -574,6 +574,36 @@ pub fn end_list(out: &mut BytesMut, at: usize, count: u32) {
     finish_compound(out, at, count, format::LIST32)
 }
 
+/// Begin a list expected to be small (a performative, a section): a list8 header is
+/// written and widened in [`end_small_list`] only when the list turns out large, so the
+/// common case moves no bytes.
+#[inline]
+pub fn begin_small_list(out: &mut BytesMut) -> usize {
+    let at = out.len();
+    out.put_slice(&[format::LIST8, 0, 0]);
+    at
+}
+
+/// Finish a list begun with [`begin_small_list`]: the same encoding [`end_list`] picks
+/// (list0, list8 when size and count fit, else list32).
+#[inline]
+pub fn end_small_list(out: &mut BytesMut, at: usize, count: u32) {
+    let body = out.len() - at - 3;
+    if count == 0 {
+        out.truncate(at);
+        out.put_u8(format::LIST0);
+    } else if body < 255 && count <= 255 {
+        out[at + 1] = (body + 1) as u8;
+        out[at + 2] = count as u8;
+    } else {
+        out.put_slice(&[0; 6]);
+        out.copy_within(at + 3..at + 3 + body, at + 9);
+        out[at] = format::LIST32;
+        out[at + 1..at + 5].copy_from_slice(&((body + 4) as u32).to_be_bytes());
+        out[at + 5..at + 9].copy_from_slice(&count.to_be_bytes());
+    }
+}
+
 /// Begin a map (see [`begin_list`]).
 #[inline]
 pub fn begin_map(out: &mut BytesMut) -> usize {
@@ -692,7 +722,7 @@ macro_rules! described_list {
                 let mut count = 0u32;
                 let mut n = 0u32;
                 $( n += 1; if !$crate::codec::Field::is_null(&self.$field) { count = n; } )*
-                let at = $crate::codec::begin_list(out);
+                let at = $crate::codec::begin_small_list(out);
                 let mut n = 0u32;
                 $(
                     if n < count {
@@ -700,7 +730,7 @@ macro_rules! described_list {
                     }
                     n += 1;
                 )*
-                $crate::codec::end_list(out, at, count);
+                $crate::codec::end_small_list(out, at, count);
             }
         }
 

@@ -1751,3 +1751,28 @@ fn raw_message_single_data_shortcut_matches_the_general_walk() {
     assert_eq!(m.body_bytes(), &hex(DATA)[..]);
     assert_eq!(m.footer_section(), Some(&hex(FOOTER)[..]));
 }
+
+/// Described lists start as list8 and are widened to list32 only when they do not fit;
+/// either way the header says the exact size and count, and the value decodes back.
+#[test]
+fn described_list_header_fits_its_size() {
+    for (id_len, list8) in [(10usize, true), (252, true), (253, false), (300, false), (70_000, false)] {
+        let open = Open { container_id: "c".repeat(id_len), ..Default::default() };
+        let bytes = Performative::Open(Box::new(open.clone())).to_bytes();
+        assert_eq!(&bytes[..3], &[0x00, 0x53, 0x10]);
+        let body = &bytes[3..];
+        if list8 {
+            assert_eq!(body[0], 0xc0, "{id_len}");
+            assert_eq!(body[1] as usize, body.len() - 2);
+            assert_eq!(body[2], 1);
+        } else {
+            assert_eq!(body[0], 0xd0, "{id_len}");
+            assert_eq!(u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize, body.len() - 5);
+            assert_eq!(u32::from_be_bytes([body[5], body[6], body[7], body[8]]), 1);
+        }
+        match Performative::decode_exact(&bytes) {
+            Ok(Performative::Open(o)) => assert_eq!(*o, open),
+            other => panic!("{id_len}: {other:?}"),
+        }
+    }
+}
