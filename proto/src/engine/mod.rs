@@ -1658,12 +1658,13 @@ impl Connection {
         message_format: u32,
     ) -> Result<u32, (UsageError, Bytes)> {
         match self.check_send(id) {
-            Ok(()) => Ok(self.send_checked(id, tag, payload, settled, message_format)),
+            Ok((ch, handle)) => Ok(self.send_checked(id, ch, handle, tag, payload, settled, message_format)),
             Err(e) => Err((e, payload)),
         }
     }
 
-    fn check_send(&self, id: LinkId) -> Result<(), UsageError> {
+    /// Whether link `id` can send now; its channel and local handle when it can.
+    fn check_send(&self, id: LinkId) -> Result<(u16, u32), UsageError> {
         if !self.is_open() {
             return Err(UsageError::NotOpen);
         }
@@ -1686,21 +1687,22 @@ impl Connection {
         if s.remote_incoming_window == 0 || !s.blocked.is_empty() {
             return Err(UsageError::SessionWindow);
         }
-        Ok(())
+        Ok((l.channel, l.local_handle.unwrap_or(0)))
     }
 
     /// Send after [`Self::check_send`] passed.
+    #[allow(clippy::too_many_arguments)]
     fn send_checked(
         &mut self,
         id: LinkId,
+        ch: u16,
+        handle: u32,
         tag: DeliveryTag,
         mut payload: Bytes,
         settled: bool,
         message_format: u32,
     ) -> u32 {
         let frame_size = self.send_max_frame_size as usize;
-        let Some(l) = self.links.get(id.0 as usize).and_then(Option::as_ref) else { return 0 };
-        let (ch, handle) = (l.channel, l.local_handle.unwrap_or(0));
         let chunk = frame_size - TRANSFER_OVERHEAD;
         let frames = payload.len().div_ceil(chunk).max(1) as u32;
         let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) else { return 0 };
