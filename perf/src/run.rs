@@ -357,27 +357,8 @@ fn summarize(
         frames_in.get(Kind::Disposition),
         frames_in.get(Kind::Other) + frames_in.get(Kind::Empty),
     );
-    if !latency.is_empty() {
-        t += &format!(
-            "  latency      p50 {:.1} us  p99 {:.1} us  p999 {:.1} us  max {:.1} us  ({} samples)\n",
-            q(0.5),
-            q(0.99),
-            q(0.999),
-            latency.max() as f64 / 1000.0,
-            latency.len()
-        );
-    }
-    if !accept_latency.is_empty() {
-        let a = |p: f64| accept_latency.value_at_quantile(p) as f64 / 1000.0;
-        t += &format!(
-            "  to accepted  p50 {:.1} us  p99 {:.1} us  p999 {:.1} us  max {:.1} us  ({} samples)\n",
-            a(0.5),
-            a(0.99),
-            a(0.999),
-            accept_latency.max() as f64 / 1000.0,
-            accept_latency.len()
-        );
-    }
+    t += &latency_line("latency     ", &latency);
+    t += &latency_line("to accepted ", &accept_latency);
     t += &format!(
         "  cpu          generator {:.2} s ({:.0}% of one core; producers {:.2} s, consumers {:.2} s)",
         cpu,
@@ -517,4 +498,20 @@ pub fn print(report: &Report, as_json: bool) -> i32 {
     } else {
         1
     }
+}
+
+/// One text-report line of a latency histogram in microseconds (empty when no samples).
+fn latency_line(label: &str, h: &Histogram<u64>) -> String {
+    if h.is_empty() {
+        return String::new();
+    }
+    let q = |p: f64| h.value_at_quantile(p) as f64 / 1000.0;
+    format!(
+        "  {label} p50 {:.1} us  p99 {:.1} us  p999 {:.1} us  max {:.1} us  ({} samples)\n",
+        q(0.5),
+        q(0.99),
+        q(0.999),
+        h.max() as f64 / 1000.0,
+        h.len()
+    )
 }
