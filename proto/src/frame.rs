@@ -5,7 +5,7 @@
 //! split off that buffer and frozen, so a TRANSFER payload handed to the broker is a
 //! `Bytes` slice of the very memory the socket read into: never copied.
 
-use crate::codec::{Decode, DecodeError, Decoder, Encode};
+use crate::codec::{Decode, DecodeError, Encode};
 use crate::types::{Performative, SaslFrame};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -177,11 +177,9 @@ impl RawFrame {
 
     /// Like [`RawFrame::decode_amqp`], consuming the frame: the payload is the frame
     /// body advanced past the performative, with no reference count update.
-    #[inline]
+    #[inline(always)]
     pub fn into_amqp(self) -> Result<AmqpFrame, DecodeError> {
-        let mut d = Decoder::new(&self.body);
-        let performative = Performative::decode(&mut d)?;
-        let at = d.position();
+        let (performative, at) = Performative::decode_body(&self.body)?;
         let mut payload = self.body;
         payload.advance(at);
         Ok(AmqpFrame { performative, payload })
@@ -197,8 +195,10 @@ impl RawFrame {
 #[inline]
 pub fn write_frame<T: Encode + ?Sized>(out: &mut BytesMut, frame_type: u8, channel: u16, body: &T, payload: &[u8]) {
     let at = out.len();
-    out.put_slice(&[0, 0, 0, 0, 2, frame_type]);
-    out.put_u16(channel);
+    // Room for the header, a hot performative and the payload: one capacity check.
+    out.reserve(8 + 80 + payload.len());
+    let [c0, c1] = channel.to_be_bytes();
+    out.put_slice(&[0, 0, 0, 0, 2, frame_type, c0, c1]);
     body.encode(out);
     out.put_slice(payload);
     let size = (out.len() - at) as u32;

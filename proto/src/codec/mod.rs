@@ -182,6 +182,12 @@ impl<'a> Decoder<'a> {
         Ok(s)
     }
 
+    /// Step over `n` bytes already known to be there (a fast decoder's list).
+    #[inline(always)]
+    pub(crate) fn advance(&mut self, n: usize) {
+        self.pos = (self.pos + n).min(self.buf.len());
+    }
+
     #[inline]
     fn array<const N: usize>(&mut self) -> DecodeResult<[u8; N]> {
         let s = self.take(N)?;
@@ -668,8 +674,48 @@ pub fn put_variable(out: &mut BytesMut, code8: u8, bytes: &[u8]) {
 /// descriptor code and symbolic name, and implements [`Decode`] and [`Encode`].
 #[macro_export]
 #[doc(hidden)]
+///
+/// `encoded_by_hand` after the symbol leaves out the [`Encode`] impl, for the hot
+/// performatives whose one-pass encoders live in `types::fast`; their general
+/// encoding stays available as `encode_general`.
 macro_rules! described_list {
     (
+        $(#[$meta:meta])*
+        pub struct $name:ident = $code:literal, $symbol:literal {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $crate::described_list! {
+            @define
+            $(#[$meta])*
+            pub struct $name = $code, $symbol {
+                $( $(#[$fmeta])* pub $field : $ty ),*
+            }
+        }
+
+        impl $crate::codec::Encode for $name {
+            #[inline]
+            fn encode(&self, out: &mut bytes::BytesMut) {
+                self.encode_general(out)
+            }
+        }
+    };
+    (
+        $(#[$meta:meta])*
+        pub struct $name:ident = $code:literal, $symbol:literal, encoded_by_hand {
+            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
+        }
+    ) => {
+        $crate::described_list! {
+            @define
+            $(#[$meta])*
+            pub struct $name = $code, $symbol {
+                $( $(#[$fmeta])* pub $field : $ty ),*
+            }
+        }
+    };
+    (
+        @define
         $(#[$meta:meta])*
         pub struct $name:ident = $code:literal, $symbol:literal {
             $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
@@ -751,8 +797,9 @@ macro_rules! described_list {
             }
         }
 
-        impl $crate::codec::Encode for $name {
-            fn encode(&self, out: &mut bytes::BytesMut) {
+        impl $name {
+            /// Encode descriptor and list with the general field-by-field encoder.
+            pub fn encode_general(&self, out: &mut bytes::BytesMut) {
                 $crate::codec::put_descriptor(out, $code);
                 self.encode_list(out);
             }

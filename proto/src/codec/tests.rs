@@ -1776,3 +1776,16 @@ fn described_list_header_fits_its_size() {
         }
     }
 }
+
+/// The one-data-section shortcut of `Message::encode` writes what the general section
+/// encoder writes, on both sides of the vbin8/vbin32 boundary.
+#[test]
+fn message_single_data_encoder_matches_the_general_one() {
+    for len in [0usize, 1, 100, 254, 255, 256, 1000] {
+        let m = Message { body: Body::Data(Bytes::from(vec![0x33u8; len])), ..Default::default() };
+        let (mut fast, mut general) = (BytesMut::new(), BytesMut::new());
+        m.encode(&mut fast);
+        m.encode_sections(&mut general);
+        assert_eq!(fast, general, "body of {len} bytes");
+    }
+}

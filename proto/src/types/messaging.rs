@@ -123,10 +123,8 @@ impl RawMessage {
     }
 
     /// [`RawMessage::parse`] taking the payload by value (no reference count update).
+    #[inline(always)]
     pub fn parse_owned(payload: Bytes) -> DecodeResult<RawMessage> {
-        if payload.len() > u32::MAX as usize {
-            return Err(DecodeError::InvalidLength("message larger than 4 GiB"));
-        }
         // The commonest message: one data section and nothing else (vbin8 or vbin32).
         let n = payload.len();
         let single_data = match payload[..] {
@@ -136,10 +134,20 @@ impl RawMessage {
             }
             _ => false,
         };
-        if single_data {
-            let mut sections = [(0, 0); 7];
-            sections[BODY_AT] = (0, n as u32);
+        if single_data && n <= u32::MAX as usize {
+            let z = (0, 0);
+            const _: () = assert!(BODY_AT == 5);
+            let sections = [z, z, z, z, z, (0, n as u32), z];
             return Ok(RawMessage { payload, sections, body_kind: BodyKind::Data });
+        }
+        Self::walk(payload)
+    }
+
+    /// Locate the sections one by one.
+    #[inline(never)]
+    fn walk(payload: Bytes) -> DecodeResult<RawMessage> {
+        if payload.len() > u32::MAX as usize {
+            return Err(DecodeError::InvalidLength("message larger than 4 GiB"));
         }
         let mut m = RawMessage { payload, sections: [(0, 0); 7], body_kind: BodyKind::Empty };
         let payload = &m.payload;
@@ -357,6 +365,35 @@ pub enum Body {
 
 impl Encode for Message {
     fn encode(&self, out: &mut BytesMut) {
+        if let Message {
+            header: None,
+            message_annotations: None,
+            properties: None,
+            application_properties: None,
+            body: Body::Data(b),
+        } = self
+        {
+            // The commonest message, one data section: its 5-byte head (vbin8) and the bytes.
+            if let Ok(len) = u8::try_from(b.len()) {
+                out.reserve(5 + b.len());
+                out.put_slice(&[
+                    crate::codec::format::DESCRIBED,
+                    crate::codec::format::SMALLULONG,
+                    section::DATA as u8,
+                    crate::codec::format::VBIN8,
+                    len,
+                ]);
+                out.put_slice(b);
+                return;
+            }
+        }
+        self.encode_sections(out)
+    }
+}
+
+impl Message {
+    /// Every section the message has, in order, each with the general encoder.
+    pub fn encode_sections(&self, out: &mut BytesMut) {
         if let Some(h) = &self.header {
             h.encode(out);
         }

@@ -110,7 +110,7 @@ impl Attach {
 
 described_list! {
     /// 2.7.4 flow: update link state.
-    pub struct Flow = 0x13, "amqp:flow:list" {
+    pub struct Flow = 0x13, "amqp:flow:list", encoded_by_hand {
         /// Identifies the expected transfer-id of the next incoming transfer frame.
         pub next_incoming_id: Option<u32>,
         /// Defines the maximum number of incoming transfer frames the endpoint can receive.
@@ -149,7 +149,7 @@ impl Flow {
 
 described_list! {
     /// 2.7.5 transfer: transfer a message (its payload follows the performative in the frame).
-    pub struct Transfer = 0x14, "amqp:transfer:list" {
+    pub struct Transfer = 0x14, "amqp:transfer:list", encoded_by_hand {
         /// Specifies the link on which the message is transferred.
         pub handle: u32,
         /// Alias for delivery-tag (mandatory on the first transfer of a delivery).
@@ -192,7 +192,7 @@ impl Transfer {
 
 described_list! {
     /// 2.7.6 disposition: inform remote peer of delivery state changes.
-    pub struct Disposition = 0x15, "amqp:disposition:list" {
+    pub struct Disposition = 0x15, "amqp:disposition:list", encoded_by_hand {
         /// Directionality of disposition.
         pub role: Role,
         /// Lower bound of deliveries.
@@ -284,6 +284,36 @@ const PERFORMATIVE_NAMES: &[(&str, u64)] = &[
 ];
 
 impl Performative {
+    /// Decode the performative at the start of a frame body: the performative and the
+    /// number of bytes it took (the payload follows). FLOW, TRANSFER and DISPOSITION in
+    /// their usual shapes (`00 53 13..15` and a list of simple fields) go straight to
+    /// their one-pass decoders; everything else, and anything those decline, to the
+    /// general decoder.
+    #[inline(always)]
+    pub fn decode_body(body: &[u8]) -> DecodeResult<(Performative, usize)> {
+        if let [format::DESCRIBED, format::SMALLULONG, code, ..] = *body {
+            let mut d = Decoder::new(&body[3..]);
+            let fast = match code {
+                0x13 => super::fast::flow(&mut d).map(Performative::Flow),
+                0x14 => super::fast::transfer(&mut d).map(Performative::Transfer),
+                0x15 => super::fast::disposition(&mut d).map(Performative::Disposition),
+                _ => None,
+            };
+            if let Some(p) = fast {
+                return Ok((p, 3 + d.position()));
+            }
+        }
+        Self::decode_body_general(body)
+    }
+
+    /// [`Performative::decode_body`] through the general decoder.
+    #[inline(never)]
+    fn decode_body_general(body: &[u8]) -> DecodeResult<(Performative, usize)> {
+        let mut d = Decoder::new(body);
+        let p = Performative::decode(&mut d)?;
+        Ok((p, d.position()))
+    }
+
     /// The performative's name, for logs.
     pub fn name(&self) -> &'static str {
         match self {
