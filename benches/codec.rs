@@ -51,7 +51,7 @@ use criterion::measurement::WallTime;
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use serde_amqp::serde::{Deserialize, Serialize};
 
-use sluice_proto::codec::{Decode, Decoder, Encode};
+use sluice_proto::codec::Encode;
 use sluice_proto::frame::{write_frame, RawFrame, FRAME_TYPE_AMQP};
 use sluice_proto::types as sl;
 
