@@ -89,6 +89,13 @@ pub struct Settings {
     /// `SLUICE_EVENTS_BUFFER` (default 0): events held per subscriber at zero credit
     /// before the oldest are dropped.
     pub events_buffer: u32,
+    /// `SLUICE_EVENTS_IN_FLIGHT_BYTES` (default 32 MiB): events on their way to one
+    /// subscriber link (handed on by the channel, not yet written by the subscriber's
+    /// connection), each counted as its payload plus 64 bytes; beyond it, an event
+    /// meets that subscriber as if it had no credit (at most once: dropped, counted,
+    /// the gap announced). Bounds what a subscriber with a huge credit that stops
+    /// reading can cost.
+    pub events_in_flight_bytes: u64,
     /// `SLUICE_ACK_DEADLINE_SECONDS` (default 0 = off): queue deliveries not settled in
     /// time return to the queue.
     pub ack_deadline_seconds: u32,
@@ -150,6 +157,7 @@ impl Default for Settings {
             max_outstanding_messages: 0,
             max_outstanding_bytes: 0,
             events_buffer: 0,
+            events_in_flight_bytes: 32 << 20,
             ack_deadline_seconds: 0,
             max_receive_count: 0,
             metrics_channel_cap: 100,
@@ -232,6 +240,7 @@ impl fmt::Display for Settings {
         writeln!(f, "max_outstanding_messages = {}", self.max_outstanding_messages)?;
         writeln!(f, "max_outstanding_bytes = {}", self.max_outstanding_bytes)?;
         writeln!(f, "events_buffer = {}", self.events_buffer)?;
+        writeln!(f, "events_in_flight_bytes = {}", self.events_in_flight_bytes)?;
         writeln!(f, "ack_deadline_seconds = {}", self.ack_deadline_seconds)?;
         writeln!(f, "max_receive_count = {}", self.max_receive_count)?;
         writeln!(f, "metrics_channel_cap = {}", self.metrics_channel_cap)?;
@@ -512,7 +521,7 @@ line and sluice exits with status 2.
 /// The environment variable that names the TOML file.
 const CONFIG_ENV: &str = "SLUICE_CONFIG";
 
-const KEY_COUNT: usize = 38;
+const KEY_COUNT: usize = 39;
 
 /// One configurable setting; the order is the order of [`Settings`] and of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -542,6 +551,7 @@ enum Key {
     MaxOutstandingMessages,
     MaxOutstandingBytes,
     EventsBuffer,
+    EventsInFlightBytes,
     AckDeadlineSeconds,
     MaxReceiveCount,
     MetricsChannelCap,
@@ -593,6 +603,7 @@ impl Key {
         Key::MaxOutstandingMessages,
         Key::MaxOutstandingBytes,
         Key::EventsBuffer,
+        Key::EventsInFlightBytes,
         Key::AckDeadlineSeconds,
         Key::MaxReceiveCount,
         Key::MetricsChannelCap,
@@ -635,6 +646,7 @@ impl Key {
             Key::MaxOutstandingMessages => "SLUICE_MAX_OUTSTANDING_MESSAGES",
             Key::MaxOutstandingBytes => "SLUICE_MAX_OUTSTANDING_BYTES",
             Key::EventsBuffer => "SLUICE_EVENTS_BUFFER",
+            Key::EventsInFlightBytes => "SLUICE_EVENTS_IN_FLIGHT_BYTES",
             Key::AckDeadlineSeconds => "SLUICE_ACK_DEADLINE_SECONDS",
             Key::MaxReceiveCount => "SLUICE_MAX_RECEIVE_COUNT",
             Key::MetricsChannelCap => "SLUICE_METRICS_CHANNEL_CAP",
@@ -684,6 +696,7 @@ impl Key {
             Key::MaxOutstandingMessages | Key::MaxReceiveCount => (0, u32_max),
             Key::MaxOutstandingBytes => (0, i128::from(i64::MAX)),
             Key::EventsBuffer => (0, 1 << 20),
+            Key::EventsInFlightBytes => (64 << 10, 1 << 40),
             Key::AckDeadlineSeconds => (0, 7 * 24 * 3600),
             Key::MetricsChannelCap => (0, 100_000),
             Key::EventsStoreRetentionSeconds | Key::EventsStoreRetentionBytes => (0, i128::from(i64::MAX)),
@@ -854,6 +867,13 @@ impl Key {
                 "0",
                 "0..=1048576",
                 "Events held per subscriber at zero credit before the oldest are dropped.",
+            ),
+            Key::EventsInFlightBytes => (
+                "events_in_flight_bytes",
+                "bytes",
+                "33554432",
+                "65536..=1099511627776",
+                "Events on their way to one subscriber (payload + 64 B each); beyond it they are dropped for it.",
             ),
             Key::AckDeadlineSeconds => (
                 "ack_deadline_seconds",
@@ -1168,6 +1188,7 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::MaxOutstandingMessages => s.max_outstanding_messages = r.int(key, true)?,
             Key::MaxOutstandingBytes => s.max_outstanding_bytes = r.int(key, true)?,
             Key::EventsBuffer => s.events_buffer = r.int(key, true)?,
+            Key::EventsInFlightBytes => s.events_in_flight_bytes = r.int(key, true)?,
             Key::AckDeadlineSeconds => s.ack_deadline_seconds = r.int(key, true)?,
             Key::MaxReceiveCount => s.max_receive_count = r.int(key, true)?,
             Key::MetricsChannelCap => s.metrics_channel_cap = r.int(key, true)?,
@@ -1307,6 +1328,7 @@ mod tests {
             (Key::MaxOutstandingMessages, "7", |s| s.max_outstanding_messages = 7),
             (Key::MaxOutstandingBytes, "4096", |s| s.max_outstanding_bytes = 4096),
             (Key::EventsBuffer, "100", |s| s.events_buffer = 100),
+            (Key::EventsInFlightBytes, "1048576", |s| s.events_in_flight_bytes = 1 << 20),
             (Key::AckDeadlineSeconds, "30", |s| s.ack_deadline_seconds = 30),
             (Key::MaxReceiveCount, "5", |s| s.max_receive_count = 5),
             (Key::MetricsChannelCap, "3", |s| s.metrics_channel_cap = 3),

@@ -378,3 +378,111 @@ fn drain_is_answered_while_another_link_on_the_connection_is_saturated() {
     // Reported, not asserted: timings belong in perf/RESULTS.md, not in tests.
     eprintln!("drain under load: worst answer time {:?} over 20 drains", worst);
 }
+
+fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A subscriber that grants an enormous credit and then stops reading its socket must
+/// not make the broker queue events for it without bound: past a bounded window of
+/// deliveries on their way to one link, further events meet it as if it had no credit
+/// (dropped, counted, the gap announced on the next delivery). The broker's memory
+/// stays bounded and a bystander subscriber on the same channel is still served.
+#[test]
+fn a_stalled_events_subscriber_with_huge_credit_costs_bounded_memory() {
+    const N: u32 = 1_000_000;
+    const AFTER: u32 = 200;
+    let b = Broker::start(&[]);
+    let mut slow = Client::connect(b.addr(), "slow").unwrap();
+    let ch = slow.begin().unwrap();
+    let r = slow.attach_receiver(ch, "slow", Some("events/stall-mem"), &LinkOptions::default()).unwrap();
+    slow.engine().grant_credit(r, 100_000_000, false).unwrap();
+    slow.flush().unwrap();
+    let mut by = Client::connect(b.addr(), "bystander").unwrap();
+    let bch = by.begin().unwrap();
+    let br = by.attach_receiver(bch, "by", Some("events/stall-mem"), &LinkOptions::default()).unwrap();
+    by.engine().grant_credit(br, 100_000_000, false).unwrap();
+    by.flush().unwrap();
+    // The bystander reads all the time and reports the tail events it saw.
+    let bystander = std::thread::spawn(move || {
+        let mut tail = Vec::new();
+        loop {
+            let d = by.receive(br, Duration::from_secs(30)).expect("the bystander stopped getting events");
+            let i = u32::from_be_bytes(body(&d)[..4].try_into().unwrap());
+            if i == u32::MAX {
+                return tail;
+            }
+            if i >= N {
+                tail.push(i);
+            }
+        }
+    });
+    let mut p = Client::connect(b.addr(), "pub").unwrap();
+    let pch = p.begin().unwrap();
+    let s = p
+        .attach_sender(pch, "p", Some("events/stall-mem"), &LinkOptions { presettled: true, ..Default::default() })
+        .unwrap();
+    p.wait_credit(s).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = rss_kib(b.pid());
+    let pad = [0x5au8; 250];
+    let event = |i: u32| {
+        let mut body = i.to_be_bytes().to_vec();
+        body.extend_from_slice(&pad);
+        data_message(&body)
+    };
+    // A burst far larger than the window (32 MiB by default): ~250 MiB of payload.
+    for i in 0..N {
+        while p.engine().link_credit(s) == 0 {
+            p.pump(Duration::from_millis(1)).unwrap();
+        }
+        p.send(s, event(i), true).unwrap();
+        if i % 512 == 0 {
+            p.flush().unwrap();
+        }
+    }
+    p.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.metric("sluice_channel_published_messages_total{pattern=\"events\",channel=\"stall-mem\"}")
+        != Some(N as f64)
+    {
+        assert!(Instant::now() < deadline, "the burst was not taken in");
+        p.pump(Duration::from_millis(20)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(500));
+    let grown_mib = rss_kib(b.pid()).saturating_sub(before) / 1024;
+    assert!(grown_mib < 128, "the broker grew by {grown_mib} MiB for one stalled subscriber");
+    let dropped = b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap();
+    assert!(dropped > 0.0, "nothing was dropped for the stalled subscriber");
+    // The bystander is still served: events published at a modest pace all arrive.
+    for i in N..N + AFTER {
+        p.send(s, event(i), true).unwrap();
+        p.pump(Duration::from_millis(2)).unwrap();
+    }
+    p.send(s, event(u32::MAX), true).unwrap();
+    p.flush().unwrap();
+    let tail = bystander.join().unwrap();
+    assert_eq!(tail, (N..N + AFTER).collect::<Vec<_>>(), "the bystander missed paced events");
+    // Reading again, the stalled subscriber first gets what was on its way (in
+    // order), then the next event tells it exactly how many it missed.
+    let mut read = 0u64;
+    let mut last = None;
+    while let Ok(d) = slow.receive(r, Duration::from_millis(500)) {
+        let i = u32::from_be_bytes(body(&d)[..4].try_into().unwrap());
+        assert!(last.is_none_or(|l| i > l), "out of order: {i} after {last:?}");
+        last = Some(i);
+        read += 1;
+    }
+    assert!(read > 0 && read < N as u64, "the stalled subscriber read {read}");
+    p.send(s, event(u32::MAX - 1), true).unwrap();
+    p.flush().unwrap();
+    let d = slow.receive(r, WAIT).unwrap();
+    assert_eq!(u32::from_be_bytes(body(&d)[..4].try_into().unwrap()), u32::MAX - 1);
+    let published = (N + AFTER + 1) as u64;
+    assert_eq!(annotation(&d, "x-opt-sluice-dropped-before"), Some(Value::Ulong(published - read)));
+}

@@ -286,7 +286,7 @@ impl Home {
                     self.rpcs.entry(key).or_default().subscribe(sub, &spec, now_ms, out)
                 }
             },
-            ShardMsg::Credit { key, sub, credit, delivery_count, drain } => match key.pattern {
+            ShardMsg::Credit { key, sub, credit, delivery_count, bytes_out, drain } => match key.pattern {
                 Pattern::Queues => {
                     if let Some(q) = self.queues.get_mut(&key) {
                         if let Some(c) = q.consumer(sub) {
@@ -299,6 +299,8 @@ impl Home {
                     if let Some(e) = self.events.get_mut(&key) {
                         if let Some(s) = e.subs.iter_mut().find(|s| s.sub == sub) {
                             s.credit.update(credit, delivery_count, drain);
+                            s.acked = delivery_count;
+                            s.acked_bytes = bytes_out;
                             // Held events go first; then a drain completes at once.
                             s.flush_held(out);
                             s.credit.finish_drain(sub, out);
@@ -775,10 +777,26 @@ impl QueueChan {
 
 // ------------------------------------------------------------------ events
 
+/// What one event on its way to a subscriber costs besides its payload (the
+/// delivery's bookkeeping), in the events window: events sent by the home and not yet
+/// written by the subscriber's connection are bounded by `SubSpec::events_in_flight_bytes`
+/// (payload + this each); beyond it an event meets the subscriber as if it had no
+/// credit. A subscriber that grants a huge credit and stops reading therefore costs a
+/// bounded amount of memory. The connection reports its progress every quarter window
+/// (`conn.rs`), so a subscriber that keeps up does not meet the bound.
+pub const EVENT_OVERHEAD: u64 = 64;
+
 #[derive(Debug)]
 struct EvSub {
     sub: SubRef,
     credit: Credit,
+    /// The connection's delivery-count and payload bytes sent, as last reported.
+    acked: u32,
+    acked_bytes: u64,
+    /// Payload bytes the home has sent to this link.
+    sent_bytes: u64,
+    /// The window of events on their way, in bytes.
+    window: u64,
     group: Option<String>,
     selector: Option<Selector>,
     /// Events kept at zero credit (at most `buffer`), oldest first.
@@ -789,6 +807,15 @@ struct EvSub {
 }
 
 impl EvSub {
+    /// Credit left, and room in the window of events on their way to the link (a
+    /// single event larger than the byte window still goes when nothing is on its way).
+    #[inline]
+    fn room(&self) -> bool {
+        let in_flight = (self.credit.sent.wrapping_sub(self.acked) as i32).max(0) as u64;
+        let cost = self.sent_bytes.saturating_sub(self.acked_bytes) + in_flight * EVENT_OVERHEAD;
+        self.credit.credit > 0 && (cost < self.window || in_flight == 0)
+    }
+
     /// Deliver one event; the first event after a gap carries
     /// `x-opt-sluice-dropped-before` = the number missed.
     fn deliver(&mut self, msg: Msg, out: &mut Vec<ShardMsg>) {
@@ -800,6 +827,7 @@ impl EvSub {
         } else {
             msg
         };
+        self.sent_bytes += msg.payload.len() as u64;
         self.credit.take();
         out.push(ShardMsg::Deliver { sub: self.sub, token: 0, msg, receive_count: 0, settled: true });
     }
@@ -821,7 +849,7 @@ impl EvSub {
     }
 
     fn flush_held(&mut self, out: &mut Vec<ShardMsg>) {
-        while self.credit.credit > 0 {
+        while self.room() {
             let Some(m) = self.held.pop_front() else { break };
             self.deliver(m, out);
         }
@@ -840,6 +868,10 @@ impl EventsChan {
         self.subs.push(EvSub {
             sub,
             credit: Credit::default(),
+            acked: 0,
+            acked_bytes: 0,
+            sent_bytes: 0,
+            window: spec.events_in_flight_bytes,
             group: spec.group,
             selector: spec.selector,
             held: VecDeque::new(),
@@ -856,7 +888,7 @@ impl EventsChan {
         // One plain subscriber (1->1): the event moves to it, no reference count.
         if let [s] = &mut self.subs[..] {
             if s.group.is_none() && s.selector.is_none() {
-                if s.credit.credit > 0 && s.held.is_empty() {
+                if s.held.is_empty() && s.room() {
                     self.counters.delivered += 1;
                     s.deliver(msg, out);
                 } else {
@@ -883,7 +915,7 @@ impl EventsChan {
                 continue;
             }
             let s = &mut self.subs[i];
-            if s.credit.credit > 0 && s.held.is_empty() {
+            if s.held.is_empty() && s.room() {
                 self.counters.delivered += 1;
                 s.deliver(msg.clone(), out);
             } else {
@@ -898,9 +930,7 @@ impl EventsChan {
                 continue;
             }
             let rr = self.group_rr.entry(g).or_insert(0);
-            let pick = (0..members.len())
-                .map(|k| members[(*rr + k) % members.len()])
-                .find(|i| self.subs[*i].credit.credit > 0);
+            let pick = (0..members.len()).map(|k| members[(*rr + k) % members.len()]).find(|i| self.subs[*i].room());
             *rr = rr.wrapping_add(1);
             match pick {
                 Some(i) => {

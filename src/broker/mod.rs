@@ -98,6 +98,9 @@ pub struct SubSpec {
     pub max_outstanding_bytes: u64,
     /// Events: how many events to hold at zero credit before dropping the oldest.
     pub events_buffer: u32,
+    /// Events: the window of deliveries on their way to the link, in bytes (payload +
+    /// [`home::EVENT_OVERHEAD`] each).
+    pub events_in_flight_bytes: u64,
     /// Queues: return a delivery not settled within this many ms (0: off).
     pub ack_deadline_ms: u64,
 }
@@ -160,6 +163,10 @@ pub enum ShardMsg {
         credit: u32,
         /// delivery-count at the connection.
         delivery_count: u32,
+        /// Payload bytes the connection has sent on this link so far (events: the
+        /// home keeps at most a bounded window beyond this and `delivery_count` on
+        /// its way to the connection).
+        bytes_out: u64,
         /// Drain requested.
         drain: bool,
     },

@@ -3,6 +3,7 @@
 //! large batches, and delivers what the channels' homes send back.
 
 use crate::broker::address::{self, ChannelKey, Node};
+use crate::broker::home::EVENT_OVERHEAD;
 use crate::broker::message::{self, Refusal};
 use crate::broker::selector::Selector;
 use crate::broker::{now_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
@@ -90,6 +91,10 @@ struct LinkCtx {
     /// Consume links: since when the link has had zero credit, and the time so far.
     zero_since: Option<Instant>,
     zero_total: Duration,
+    /// Consume links: payload bytes sent, deliveries and bytes sent since the last
+    /// report to the home (events: it keeps a bounded window beyond it in flight).
+    bytes_out: u64,
+    unreported: (u32, u64),
 }
 
 #[derive(Debug, Default)]
@@ -624,6 +629,8 @@ impl Driver {
             next_tag: 0,
             zero_since: Some(Instant::now()),
             zero_total: Duration::ZERO,
+            bytes_out: 0,
+            unreported: (0, 0),
         }
     }
 
@@ -854,6 +861,7 @@ impl Driver {
                 .map_or(st.max_outstanding_messages, |n| n.min(u32::MAX as u64) as u32),
             max_outstanding_bytes: number("x-opt-sluice-max-outstanding-bytes").unwrap_or(st.max_outstanding_bytes),
             events_buffer: number("x-opt-sluice-events-buffer").map_or(st.events_buffer, |n| n.min(1 << 20) as u32),
+            events_in_flight_bytes: st.events_in_flight_bytes,
             ack_deadline_ms: number("x-opt-sluice-ack-deadline-seconds")
                 .unwrap_or(st.ack_deadline_seconds as u64)
                 .saturating_mul(1000),
@@ -948,10 +956,32 @@ impl Driver {
     }
 
     fn forward_credit(&mut self, link: LinkId, key: ChannelKey, credit: u32, drain: bool) {
-        let Some(ctx) = self.links.get(&link) else { return };
-        let sub = self.sub(ctx.serial);
         let delivery_count = self.engine.link_info(link).map_or(0, |i| i.delivery_count);
-        self.route(ShardMsg::Credit { key, sub, credit, delivery_count, drain });
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let bytes_out = ctx.bytes_out;
+        ctx.unreported = (0, 0);
+        let serial = ctx.serial;
+        let sub = self.sub(serial);
+        self.route(ShardMsg::Credit { key, sub, credit, delivery_count, bytes_out, drain });
+    }
+
+    /// Events: count what this link has written, and tell the home how far it has got
+    /// once a quarter of its window has gone out since the last report, so the window
+    /// keeps moving for a subscriber that keeps up.
+    fn count_event_out(&mut self, link: LinkId, len: u64) {
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        ctx.bytes_out += len;
+        ctx.unreported.0 += 1;
+        ctx.unreported.1 += len;
+        let cost = ctx.unreported.1 + ctx.unreported.0 as u64 * EVENT_OVERHEAD;
+        if cost < self.shard.global.settings.events_in_flight_bytes / 4 {
+            return;
+        }
+        let LinkKind::Consume { key, .. } = &ctx.kind else { return };
+        let key = key.clone();
+        let credit = self.engine.link_credit(link);
+        let drain = self.engine.link_info(link).is_some_and(|i| i.drain);
+        self.forward_credit(link, key, credit, drain);
     }
 
     /// Move events-store events from the ring to the wire as credit allows.
@@ -1022,9 +1052,13 @@ impl Driver {
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let tag = DeliveryTag::from_u64(ctx.next_tag);
         ctx.next_tag += 1;
+        let len = payload.len() as u64;
         match self.engine.try_send(link, tag, payload, settled, 0) {
             Ok(delivery_id) => {
                 add(&self.shard.counters.transfers_out[pattern_index(pattern)], 1);
+                if pattern == Pattern::Events {
+                    self.count_event_out(link, len);
+                }
                 if !settled && pattern == Pattern::Queues {
                     if let Some(LinkKind::Consume { unsettled, .. }) = self.links.get_mut(&link).map(|c| &mut c.kind) {
                         unsettled.insert(delivery_id, token);
@@ -1294,7 +1328,7 @@ impl Driver {
             && home.is_some_and(|h| {
                 self.shard.global.store_ok.get(h).is_some_and(|ok| !ok.load(std::sync::atomic::Ordering::Relaxed))
             });
-        if store_down || home.is_some_and(|h| self.shard.backlogged(h)) {
+        if store_down || (home.is_some() && self.shard.any_backlogged()) {
             if !self.deferred_topups.contains(&link) {
                 self.deferred_topups.push(link);
             }

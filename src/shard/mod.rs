@@ -23,12 +23,15 @@ use std::task::Waker;
 use std::time::Duration;
 
 /// Capacity of each shard-to-shard ring, in batches.
-pub const RING_CAPACITY: usize = 1024;
-/// Most messages carried by one ring entry: one wake-up of the peer shard per batch,
-/// not per message.
-pub const RING_BATCH: usize = 256;
-/// A producer's credit top-up waits while the outbox to a shard holds more than this.
-pub const OUTBOX_HIGH_WATER: usize = 64 * 1024;
+pub const RING_CAPACITY: usize = 64;
+/// Most messages (by weight: a publish batch counts each event) carried by one ring
+/// entry: one wake-up of the peer shard per batch, not per message.
+pub const RING_BATCH: usize = 512;
+/// A producer's credit top-up waits while an outbox of its shard holds more than this.
+/// With the ring (at most RING_CAPACITY x RING_BATCH messages) this bounds what one
+/// shard can have on its way to another well below the events window
+/// (`home::EVENTS_WINDOW_MESSAGES`), so a pipeline that is merely busy never drops.
+pub const OUTBOX_HIGH_WATER: usize = 16 * 1024;
 
 /// State shared by all shards of the process (read-mostly, or atomics off the data path).
 #[derive(Debug)]
@@ -150,9 +153,11 @@ impl Shard {
         }
     }
 
-    /// True when the outbox towards `shard` is backed up (producers should wait).
-    pub fn backlogged(&self, shard: usize) -> bool {
-        self.outbox_weight.get(shard).is_some_and(|w| w.get() > OUTBOX_HIGH_WATER)
+    /// True when any outbox of this shard is backed up: what a producer's messages
+    /// turn into (deliveries fanned out here towards consumers elsewhere, not only the
+    /// publishes towards the channel's home) must not outrun the shard that takes them.
+    pub fn any_backlogged(&self) -> bool {
+        self.outbox_weight.iter().any(|w| w.get() > OUTBOX_HIGH_WATER)
     }
 
     /// Handle local messages until none is left. Re-entrant calls only queue.
@@ -355,6 +360,10 @@ async fn shard_main(
                     shard.refresh_clock();
                     shard.local.borrow_mut().extend(batch);
                     shard.pump_local();
+                    // Let the connections this batch woke take their share before the
+                    // next batch: a busy ring must not starve the drivers that write
+                    // its deliveries out (their backlog is what the events window bounds).
+                    futures_lite::future::yield_now().await;
                 }
             })
             .detach(),
@@ -414,11 +423,19 @@ async fn shard_main(
 async fn outbox_pump(shard: Rc<Shard>, senders: Rc<Senders<Vec<ShardMsg>>>, peer: usize) {
     loop {
         let batch: Vec<ShardMsg> = {
+            // Up to RING_BATCH messages by weight (a publish batch counts each event it
+            // carries), so what one ring entry holds, and the ring as a whole, is bounded
+            // in messages.
             let mut q = shard.outboxes[peer].borrow_mut();
-            let n = q.len().min(RING_BATCH);
+            let mut weight = 0;
+            let mut n = 0;
+            while n < q.len() && (n == 0 || weight + q[n].weight() <= RING_BATCH) {
+                weight += q[n].weight();
+                n += 1;
+            }
             let batch: Vec<ShardMsg> = q.drain(..n).collect();
             let w = &shard.outbox_weight[peer];
-            w.set(w.get().saturating_sub(batch.iter().map(ShardMsg::weight).sum()));
+            w.set(w.get().saturating_sub(weight));
             batch
         };
         match batch.is_empty() {
