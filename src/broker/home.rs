@@ -5,7 +5,7 @@
 use super::address::ChannelKey;
 use super::message::SelectorView;
 use super::selector::Selector;
-use super::{Msg, Outcome, ShardMsg, StartPos, StoreRing, SubRef, SubSpec};
+use super::{Msg, Outcome, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
 use crate::config::Pattern;
 use crate::store::recovery::RecoveredShard;
 use crate::store::Journal;
@@ -247,7 +247,8 @@ impl Home {
                         let mut stats = std::mem::take(&mut self.stats);
                         let e = self.events_chan(&key);
                         e.counters.count_publish(bytes);
-                        e.publish(msg, &mut stats, out);
+                        e.publish(msg, &mut stats);
+                        e.flush(out);
                         self.stats = stats;
                         out.extend(done);
                     }
@@ -268,8 +269,9 @@ impl Home {
                     let e = self.events_chan(&key);
                     for msg in msgs {
                         e.counters.count_publish(msg.payload.len() as u64);
-                        e.publish(msg, &mut stats, out);
+                        e.publish(msg, &mut stats);
                     }
+                    e.flush(out);
                     self.stats = stats;
                 } else {
                     // Only events are batched; anything else is handled one by one.
@@ -804,6 +806,9 @@ struct EvSub {
     buffer: u32,
     /// Events this subscriber missed since its last delivery (gap signalling).
     missed: u64,
+    /// Deliveries of the publish (or publish batch) being handled, sent as one
+    /// [`ShardMsg::DeliverBatch`] when it is done.
+    pending: Vec<Msg>,
 }
 
 impl EvSub {
@@ -816,9 +821,9 @@ impl EvSub {
         self.credit.credit > 0 && (cost < self.window || in_flight == 0)
     }
 
-    /// Deliver one event; the first event after a gap carries
-    /// `x-opt-sluice-dropped-before` = the number missed.
-    fn deliver(&mut self, msg: Msg, out: &mut Vec<ShardMsg>) {
+    /// Deliver one event (with the others of this publish, see [`EvSub::flush`]); the
+    /// first event after a gap carries `x-opt-sluice-dropped-before` = the number missed.
+    fn deliver(&mut self, msg: Msg) {
         let msg = if self.missed > 0 {
             let payload =
                 super::message::with_annotation(&msg.payload, "x-opt-sluice-dropped-before", Value::Ulong(self.missed));
@@ -829,7 +834,15 @@ impl EvSub {
         };
         self.sent_bytes += msg.payload.len() as u64;
         self.credit.take();
-        out.push(ShardMsg::Deliver { sub: self.sub, token: 0, msg, receive_count: 0, settled: true });
+        self.pending.push(msg);
+    }
+
+    /// Send the deliveries gathered so far, in order, as one message to the link.
+    fn flush(&mut self, out: &mut Vec<ShardMsg>) {
+        if !self.pending.is_empty() {
+            let msgs = std::mem::replace(&mut self.pending, Vec::with_capacity(EVENTS_BATCH));
+            out.push(ShardMsg::DeliverBatch { sub: self.sub, msgs });
+        }
     }
 
     /// No credit: hold the event (dropping the oldest beyond the buffer) or drop it.
@@ -851,8 +864,9 @@ impl EvSub {
     fn flush_held(&mut self, out: &mut Vec<ShardMsg>) {
         while self.room() {
             let Some(m) = self.held.pop_front() else { break };
-            self.deliver(m, out);
+            self.deliver(m);
         }
+        self.flush(out);
     }
 }
 
@@ -877,20 +891,29 @@ impl EventsChan {
             held: VecDeque::new(),
             buffer: spec.events_buffer,
             missed: 0,
+            pending: Vec::new(),
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
     }
 
+    /// Send every subscriber what the publishes since the last flush gave it.
+    fn flush(&mut self, out: &mut Vec<ShardMsg>) {
+        for s in &mut self.subs {
+            s.flush(out);
+        }
+    }
+
     /// Fan out: each subscriber without a group gets the event, each group gets it
     /// once (round-robin over members with credit); no credit means held (up to the
-    /// subscriber's buffer) or dropped, counted.
-    fn publish(&mut self, msg: Msg, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
+    /// subscriber's buffer) or dropped, counted. Deliveries wait in each subscriber's
+    /// batch until [`EventsChan::flush`].
+    fn publish(&mut self, msg: Msg, stats: &mut HomeStats) {
         // One plain subscriber (1->1): the event moves to it, no reference count.
         if let [s] = &mut self.subs[..] {
             if s.group.is_none() && s.selector.is_none() {
                 if s.held.is_empty() && s.room() {
                     self.counters.delivered += 1;
-                    s.deliver(msg, out);
+                    s.deliver(msg);
                 } else {
                     stats.events_dropped_no_credit += s.hold_or_drop(msg);
                 }
@@ -917,7 +940,7 @@ impl EventsChan {
             let s = &mut self.subs[i];
             if s.held.is_empty() && s.room() {
                 self.counters.delivered += 1;
-                s.deliver(msg.clone(), out);
+                s.deliver(msg.clone());
             } else {
                 stats.events_dropped_no_credit += s.hold_or_drop(msg.clone());
             }
@@ -935,7 +958,7 @@ impl EventsChan {
             match pick {
                 Some(i) => {
                     self.counters.delivered += 1;
-                    self.subs[i].deliver(msg.clone(), out);
+                    self.subs[i].deliver(msg.clone());
                 }
                 None => {
                     stats.events_dropped_no_credit += 1;

@@ -265,6 +265,14 @@ pub enum ShardMsg {
         /// Sent pre-settled.
         settled: bool,
     },
+    /// Pre-settled events for one consume link, in order (what one publish or publish
+    /// batch gave it): one route and one link lookup for all of them.
+    DeliverBatch {
+        /// The link.
+        sub: SubRef,
+        /// The events, oldest first.
+        msgs: Vec<Msg>,
+    },
     /// The drain is complete: the home delivered what it had and zeroed its credit.
     DrainDone {
         /// The link.
@@ -316,6 +324,7 @@ impl ShardMsg {
             ShardMsg::SubscribeDone { sub, .. }
             | ShardMsg::UnsubscribeDone { sub }
             | ShardMsg::Deliver { sub, .. }
+            | ShardMsg::DeliverBatch { sub, .. }
             | ShardMsg::DrainDone { sub }
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => sub.shard as usize,
@@ -327,7 +336,7 @@ impl ShardMsg {
     /// How many messages this stands for (outbox accounting).
     pub fn weight(&self) -> usize {
         match self {
-            ShardMsg::PublishBatch { msgs, .. } => msgs.len().max(1),
+            ShardMsg::PublishBatch { msgs, .. } | ShardMsg::DeliverBatch { msgs, .. } => msgs.len().max(1),
             _ => 1,
         }
     }
@@ -339,6 +348,7 @@ impl ShardMsg {
             ShardMsg::SubscribeDone { sub, .. }
             | ShardMsg::UnsubscribeDone { sub }
             | ShardMsg::Deliver { sub, .. }
+            | ShardMsg::DeliverBatch { sub, .. }
             | ShardMsg::DrainDone { sub }
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => Some(sub.conn),

@@ -122,19 +122,26 @@ impl RawMessage {
         Self::parse_owned(payload.clone())
     }
 
-    /// [`RawMessage::parse`] taking the payload by value (no reference count update).
+    /// True when `payload` is exactly one data section (vbin8 or vbin32) and nothing
+    /// else, the commonest message: what [`RawMessage::parse`] accepts without walking.
     #[inline(always)]
-    pub fn parse_owned(payload: Bytes) -> DecodeResult<RawMessage> {
-        // The commonest message: one data section and nothing else (vbin8 or vbin32).
+    pub fn is_single_data(payload: &[u8]) -> bool {
         let n = payload.len();
-        let single_data = match payload[..] {
+        let whole = match *payload {
             [0x00, 0x53, 0x75, 0xa0, len, ..] => len as usize + 5 == n,
             [0x00, 0x53, 0x75, 0xb0, a, b, c, d, ..] => {
                 (u32::from_be_bytes([a, b, c, d]) as usize).checked_add(8) == Some(n)
             }
             _ => false,
         };
-        if single_data && n <= u32::MAX as usize {
+        whole && n <= u32::MAX as usize
+    }
+
+    /// [`RawMessage::parse`] taking the payload by value (no reference count update).
+    #[inline(always)]
+    pub fn parse_owned(payload: Bytes) -> DecodeResult<RawMessage> {
+        let n = payload.len();
+        if Self::is_single_data(&payload) {
             let z = (0, 0);
             const _: () = assert!(BODY_AT == 5);
             let sections = [z, z, z, z, z, (0, n as u32), z];
