@@ -19,7 +19,7 @@ pub use error::{ProtocolError, Scope, UsageError};
 pub use serial::{effective_credit, SerialNumber};
 pub use transmit::{Transmit, ZERO_COPY_THRESHOLD};
 
-use crate::codec::{Fields, Symbol, Symbols};
+use crate::codec::{format, Fields, Symbol, Symbols};
 use crate::frame::{
     write_empty_frame, Deframer, RawFrame, AMQP_HEADER, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
@@ -29,7 +29,7 @@ use crate::types::{
     Performative, ReceiverSettleMode, Role, SaslFrame, SaslInit, SaslMechanisms, SaslOutcome, SenderSettleMode,
     Transfer,
 };
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use std::collections::VecDeque;
 
 /// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
@@ -715,6 +715,20 @@ impl Connection {
             return Ok(()); // heartbeat
         }
         let channel = frame.channel;
+        // TRANSFER, the commonest frame, in its usual shape: decoded straight into a
+        // `Transfer` handed to its handler by reference, without building a
+        // `Performative` and moving it through the general dispatch.
+        if self.phase == Phase::Opened {
+            if let [format::DESCRIBED, format::SMALLULONG, 0x14, ..] = frame.body[..] {
+                let mut d = crate::codec::Decoder::new(&frame.body[3..]);
+                if let Some(t) = crate::types::fast::transfer(&mut d) {
+                    let at = 3 + d.position();
+                    let mut payload = frame.body;
+                    payload.advance(at);
+                    return self.on_transfer_frame(channel, &t, payload);
+                }
+            }
+        }
         let f = frame.into_amqp()?;
         match self.phase {
             Phase::Open => match f.performative {
@@ -868,7 +882,7 @@ impl Connection {
                 match other {
                     Performative::Attach(a) => self.on_attach(local, *a),
                     Performative::Flow(f) => self.on_flow(local, f),
-                    Performative::Transfer(t) => self.on_transfer(local, t, payload),
+                    Performative::Transfer(t) => self.on_transfer(local, &t, payload),
                     Performative::Disposition(d) => self.on_disposition(local, d),
                     Performative::Detach(d) => self.on_detach(local, d),
                     Performative::End(e) => self.on_end(local, e),
@@ -1096,7 +1110,23 @@ impl Connection {
         Ok(())
     }
 
-    fn on_transfer(&mut self, ch: u16, t: Transfer, payload: Bytes) -> Result<(), ProtocolError> {
+    /// A TRANSFER decoded by the fast path: the channel checks `on_performative`
+    /// makes for every session frame, then [`Connection::on_transfer`].
+    fn on_transfer_frame(&mut self, channel: u16, t: &Transfer, payload: Bytes) -> Result<(), ProtocolError> {
+        let Some(&local) = self.remote_channels.get(&channel) else {
+            return Err(ProtocolError::BadChannel("frame on a channel with no session"));
+        };
+        if self.session(local).map(|s| s.state) == Some(SessionState::EndSent) {
+            // Ignored until the peer acknowledges our END, but it still used an id.
+            if let Some(s) = self.session_mut(local) {
+                s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
+            }
+            return Ok(());
+        }
+        self.on_transfer(local, t, payload)
+    }
+
+    fn on_transfer(&mut self, ch: u16, t: &Transfer, payload: Bytes) -> Result<(), ProtocolError> {
         let s = self.session_mut(ch).ok_or(ProtocolError::IllegalState("no session"))?;
         if s.incoming_window == 0 {
             return Err(ProtocolError::WindowViolation(ch));

@@ -1,7 +1,7 @@
 //! AMQP 1.0 composite types: performatives (part 2), messaging (part 3) and SASL (part 5).
 
 pub mod definitions;
-mod fast;
+pub(crate) mod fast;
 pub mod messaging;
 pub mod performatives;
 pub mod sasl;
