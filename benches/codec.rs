@@ -22,11 +22,11 @@
 //! How each side does the work:
 //!
 //! * sluice: `write_frame` of a prebuilt `Performative` into a reused `BytesMut`;
-//!   `Performative::decode` for FLOW/DISPOSITION and `RawFrame::decode_amqp` +
-//!   `RawMessage::parse` for TRANSFER (on a `RawFrame` built once; in
-//!   `transfer_roundtrip` the frame just written becomes the `RawFrame` body by
-//!   `split().freeze()`, without copying). Decoding goes through the
-//!   `Performative` dispatch, as the engine does.
+//!   `Performative::decode_body` for FLOW/DISPOSITION (what `RawFrame::into_amqp`
+//!   calls) and `RawFrame::into_transfer` + `RawMessage::parse_owned` for TRANSFER
+//!   (on a `RawFrame` cloned from one built once; in `transfer_roundtrip` the frame
+//!   just written becomes the `RawFrame` body by `split().freeze()`, without
+//!   copying). These are the entry points the engine uses for every frame.
 //! * fe2o3: the same 8-byte header, then `serde_amqp::ser::Serializer` over
 //!   `BytesMut::writer()` of the concrete performative (what fe2o3-amqp's
 //!   `FrameBodyCodec` does), message payload appended; decoding with
@@ -181,13 +181,14 @@ fn raw_frame(body: Bytes) -> RawFrame {
     RawFrame { frame_type: FRAME_TYPE_AMQP, channel: CHANNEL, body }
 }
 
-/// sluice: frame body -> performative + payload -> message sections, consuming the
-/// frame as the engine does (the payload is the body advanced past the performative).
+/// sluice: frame body -> transfer + payload -> message sections, consuming the frame
+/// as the engine does (`RawFrame::into_transfer`, the path every TRANSFER frame takes
+/// in the engine; the payload is the body advanced past the performative).
 #[inline(always)]
-fn sl_decode_transfer(raw: RawFrame) -> (sl::Performative, sl::RawMessage) {
-    let f = raw.into_amqp().unwrap();
-    let m = sl::RawMessage::parse_owned(f.payload).unwrap();
-    (f.performative, m)
+fn sl_decode_transfer(raw: RawFrame) -> (sl::Transfer, sl::RawMessage) {
+    let (t, payload) = raw.into_transfer().unwrap();
+    let m = sl::RawMessage::parse_owned(payload).unwrap();
+    (t, m)
 }
 
 /// sluice: a FLOW or DISPOSITION frame body -> performative.
@@ -304,8 +305,8 @@ fn cross_check() {
     assert_eq!(sa, sb, "the two message encodings differ");
     eprintln!("TRANSFER frame: sluice {} B, fe2o3 {} B (message {} B)", a.len(), b.len(), sa.len());
     // sluice decodes the fe2o3 frame, fe2o3 decodes the sluice frame.
-    let (p, m) = sl_decode_transfer(raw_frame(Bytes::copy_from_slice(body_of(&b))));
-    assert_eq!(p, sl::Performative::Transfer(sl_transfer()));
+    let (t, m) = sl_decode_transfer(raw_frame(Bytes::copy_from_slice(body_of(&b))));
+    assert_eq!(t, sl_transfer());
     assert_eq!(m.data().unwrap().as_deref(), Some(&PAYLOAD[..]));
     let a_body = body_of(&a);
     let at = a_body.len() - sa.len();

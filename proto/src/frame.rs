@@ -5,8 +5,8 @@
 //! split off that buffer and frozen, so a TRANSFER payload handed to the broker is a
 //! `Bytes` slice of the very memory the socket read into: never copied.
 
-use crate::codec::{Decode, DecodeError, Encode};
-use crate::types::{Performative, SaslFrame};
+use crate::codec::{format, Decode, DecodeError, Decoder, Encode};
+use crate::types::{Performative, SaslFrame, Transfer};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Frame type 0x00: AMQP.
@@ -185,6 +185,26 @@ impl RawFrame {
         Ok(AmqpFrame { performative, payload })
     }
 
+    /// A TRANSFER in its usual shape (`00 53 14` and a list of simple fields), decoded
+    /// without building a [`Performative`]: the transfer and its payload (the body
+    /// advanced past the performative, no reference count update). Anything else, or
+    /// a TRANSFER the one-pass decoder declines, gives the frame back untouched for
+    /// [`RawFrame::into_amqp`], which reports precise errors. This is how the engine
+    /// takes every frame.
+    #[inline(always)]
+    pub fn into_transfer(self) -> Result<(Transfer, Bytes), RawFrame> {
+        if let [format::DESCRIBED, format::SMALLULONG, 0x14, ..] = self.body[..] {
+            let mut d = Decoder::new(&self.body[3..]);
+            if let Some(t) = crate::types::fast::transfer(&mut d) {
+                let at = 3 + d.position();
+                let mut payload = self.body;
+                payload.advance(at);
+                return Ok((t, payload));
+            }
+        }
+        Err(self)
+    }
+
     /// Decode a SASL frame body; trailing bytes are an error.
     pub fn decode_sasl(&self) -> Result<SaslFrame, DecodeError> {
         SaslFrame::decode_exact(&self.body)
@@ -233,6 +253,38 @@ mod tests {
         assert_eq!(&f.payload[..], &payload[..]);
         let p = f.payload.as_ptr() as usize;
         assert!(p >= base && p + f.payload.len() <= end, "payload was copied");
+    }
+
+    /// The engine's path for TRANSFER frames gives what the general decoder gives,
+    /// with the payload still a slice of the read buffer; any other frame comes back
+    /// untouched.
+    #[test]
+    fn into_transfer_matches_into_amqp_and_keeps_the_payload_in_place() {
+        let mut wire = BytesMut::new();
+        let t = Transfer {
+            handle: 2,
+            delivery_id: Some(70_000),
+            delivery_tag: crate::types::DeliveryTag::from_slice(b"tag-1"),
+            settled: Some(true),
+            ..Default::default()
+        };
+        let payload = [0x5au8; 300];
+        write_frame(&mut wire, FRAME_TYPE_AMQP, 1, &Performative::Transfer(t.clone()), &payload);
+        write_frame(&mut wire, FRAME_TYPE_AMQP, 1, &Performative::Flow(Flow::default()), &[]);
+        let mut de = Deframer::new(u32::MAX);
+        de.push(&wire);
+        let base = de.buffer().as_ptr() as usize;
+        let end = base + de.buffer().len();
+        let frame = de.next_frame().unwrap().unwrap();
+        let general = frame.decode_amqp().unwrap();
+        let (fast, body) = frame.into_transfer().unwrap();
+        assert_eq!(Performative::Transfer(fast), general.performative);
+        assert_eq!(body, general.payload);
+        let p = body.as_ptr() as usize;
+        assert!(p >= base && p + body.len() <= end, "payload was copied");
+        let flow = de.next_frame().unwrap().unwrap();
+        let back = flow.clone().into_transfer().unwrap_err();
+        assert_eq!(back, flow);
     }
 
     #[test]

@@ -19,7 +19,7 @@ pub use error::{ProtocolError, Scope, UsageError};
 pub use serial::{effective_credit, SerialNumber};
 pub use transmit::{Transmit, ZERO_COPY_THRESHOLD};
 
-use crate::codec::{format, Fields, Symbol, Symbols};
+use crate::codec::{Fields, Symbol, Symbols};
 use crate::frame::{
     write_empty_frame, Deframer, RawFrame, AMQP_HEADER, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
@@ -29,7 +29,7 @@ use crate::types::{
     Performative, ReceiverSettleMode, Role, SaslFrame, SaslInit, SaslMechanisms, SaslOutcome, SenderSettleMode,
     Transfer,
 };
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
 
 /// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
@@ -718,17 +718,13 @@ impl Connection {
         // TRANSFER, the commonest frame, in its usual shape: decoded straight into a
         // `Transfer` handed to its handler by reference, without building a
         // `Performative` and moving it through the general dispatch.
-        if self.phase == Phase::Opened {
-            if let [format::DESCRIBED, format::SMALLULONG, 0x14, ..] = frame.body[..] {
-                let mut d = crate::codec::Decoder::new(&frame.body[3..]);
-                if let Some(t) = crate::types::fast::transfer(&mut d) {
-                    let at = 3 + d.position();
-                    let mut payload = frame.body;
-                    payload.advance(at);
-                    return self.on_transfer_frame(channel, &t, payload);
-                }
-            }
-        }
+        let frame = match self.phase {
+            Phase::Opened => match frame.into_transfer() {
+                Ok((t, payload)) => return self.on_transfer_frame(channel, &t, payload),
+                Err(frame) => frame,
+            },
+            _ => frame,
+        };
         let f = frame.into_amqp()?;
         match self.phase {
             Phase::Open => match f.performative {
