@@ -379,15 +379,6 @@ fn drain_is_answered_while_another_link_on_the_connection_is_saturated() {
     eprintln!("drain under load: worst answer time {:?} over 20 drains", worst);
 }
 
-fn rss_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A subscriber that grants an enormous credit and then stops reading its socket must
 /// not make the broker queue events for it without bound: past a bounded window of
 /// deliveries on their way to one link, further events meet it as if it had no credit
@@ -429,7 +420,7 @@ fn a_stalled_events_subscriber_with_huge_credit_costs_bounded_memory() {
         .unwrap();
     p.wait_credit(s).unwrap();
     std::thread::sleep(Duration::from_millis(200));
-    let before = rss_kib(b.pid());
+    let before = common::rss_kib(b.pid());
     let pad = [0x5au8; 250];
     let event = |i: u32| {
         let mut body = i.to_be_bytes().to_vec();
@@ -455,7 +446,7 @@ fn a_stalled_events_subscriber_with_huge_credit_costs_bounded_memory() {
         p.pump(Duration::from_millis(20)).unwrap();
     }
     std::thread::sleep(Duration::from_millis(500));
-    let grown_mib = rss_kib(b.pid()).saturating_sub(before) / 1024;
+    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
     assert!(grown_mib < 128, "the broker grew by {grown_mib} MiB for one stalled subscriber");
     let dropped = b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap();
     assert!(dropped > 0.0, "nothing was dropped for the stalled subscriber");

@@ -701,15 +701,6 @@ fn assert_in_queue(b: &Broker, queue: &str, expected: &[Vec<u8>]) -> Vec<Vec<u8>
     got
 }
 
-fn rss_kb(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// Runs the sub-cases of a test, collecting their failures, so that one run reports
 /// every sub-case that fails (each failure also prints its panic message).
 #[derive(Default)]
@@ -823,7 +814,7 @@ fn bad_frame_size_or_data_offset_closes_with_framing_error() {
 fn frame_larger_than_negotiated_is_refused_before_its_body() {
     let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_FRAME_SIZE", "4096")]);
     let by = Bystander::start(&b, "big-frame");
-    let rss0 = rss_kb(b.pid());
+    let rss0 = common::rss_kib(b.pid());
     for size in [4097u32, 1 << 20, 0x7fff_ffff, u32::MAX] {
         // Only the 8-byte header: the CLOSE must come without the body ever being sent.
         let mut p = Peer::handshake(&b, "big");
@@ -868,7 +859,7 @@ fn frame_larger_than_negotiated_is_refused_before_its_body() {
     for p in &mut peers {
         p.expect_close("amqp:connection:framing-error");
     }
-    let grew = rss_kb(b.pid()).saturating_sub(rss0);
+    let grew = common::rss_kib(b.pid()).saturating_sub(rss0);
     assert!(grew < 64 * 1024, "RSS grew by {grew} KiB");
     by.finish(&b);
 }
@@ -1579,7 +1570,7 @@ fn endless_more_true_is_bounded_by_the_max_message_size() {
     let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_MESSAGE_SIZE", "65536")]);
     let by = Bystander::start(&b, "endless");
     let addr = q("endless");
-    let rss0 = rss_kb(b.pid());
+    let rss0 = common::rss_kib(b.pid());
     let (mut p, _, bh) = producer(&b, "endless", &addr, SenderSettleMode::Unsettled, b"before endless");
     let attach_max = p.performatives().find_map(|(_, f)| match f {
         Performative::Attach(a) => a.max_message_size,
@@ -1621,7 +1612,7 @@ fn endless_more_true_is_bounded_by_the_max_message_size() {
     let over = message(&vec![2u8; 65536], None);
     p.send(&delivery(0, 0, 2, &over));
     p.expect_detach(bh, "amqp:link:message-size-exceeded");
-    let grew = rss_kb(b.pid()).saturating_sub(rss0);
+    let grew = common::rss_kib(b.pid()).saturating_sub(rss0);
     assert!(grew < 32 * 1024, "RSS grew by {grew} KiB after {sent} bytes of one endless delivery");
     assert_in_queue(&b, &addr, &[b"before endless".to_vec()]);
     by.finish(&b);
@@ -1914,7 +1905,7 @@ fn zero_width_array(ctor: u8) -> Vec<u8> {
 fn array_of_2_32_zero_width_elements_is_refused() {
     let b = Broker::start(&[]);
     let by = Bystander::start(&b, "zero-width");
-    let rss0 = rss_kb(b.pid());
+    let rss0 = common::rss_kib(b.pid());
     for (what, ctor) in
         [("null", NULL), ("true", 0x41), ("false", 0x42), ("uint0", 0x43), ("ulong0", 0x44), ("list0", 0x45)]
     {
@@ -1931,7 +1922,7 @@ fn array_of_2_32_zero_width_elements_is_refused() {
     app.extend(entries);
     app.extend(data_section(b"zw"));
     selector_copes_with(&b, "zero-width", &app);
-    let grew = rss_kb(b.pid()).saturating_sub(rss0);
+    let grew = common::rss_kib(b.pid()).saturating_sub(rss0);
     assert!(grew < 32 * 1024, "RSS grew by {grew} KiB");
     by.finish(&b);
 }
@@ -2331,7 +2322,7 @@ fn twenty_thousand_connection_attempts_against_the_connection_limit() {
     // Watch the broker's RSS and keep the held clients alive meanwhile.
     let pid = b.pid();
     while workers.iter().any(|w| !w.is_finished()) {
-        rss_at.lock().unwrap().push((done.load(Ordering::SeqCst), rss_kb(pid)));
+        rss_at.lock().unwrap().push((done.load(Ordering::SeqCst), common::rss_kib(pid)));
         for c in &mut held {
             let _ = c.pump(Duration::from_millis(1));
         }
@@ -2355,7 +2346,7 @@ fn twenty_thousand_connection_attempts_against_the_connection_limit() {
     // RSS: compare the level after the first 2,000 attempts with the end.
     let samples = rss_at.lock().unwrap().clone();
     let early = samples.iter().find(|(n, _)| *n >= 2_000).map_or(0, |(_, r)| *r);
-    let end = rss_kb(pid);
+    let end = common::rss_kib(pid);
     eprintln!("broker RSS: {early} KiB after 2,000 attempts, {end} KiB after {ATTEMPTS}");
     assert!(early > 0 && end < early + 32 * 1024, "RSS grew from {early} KiB to {end} KiB");
     // The limit still counts right: the held clients are all still open, and once
@@ -2394,7 +2385,7 @@ fn pre_auth_traffic_beyond_a_small_cap_is_closed_and_not_buffered() {
     // A long handshake timeout: the cap, not the timeout, must end these peers.
     let b = Broker::start(&[("SLUICE_HANDSHAKE_TIMEOUT_SECONDS", "60")]);
     let by = Bystander::start(&b, "pre-auth");
-    let rss0 = rss_kb(b.pid());
+    let rss0 = common::rss_kib(b.pid());
     const FLOOD: usize = 64 << 20;
     const CAP: usize = 1 << 20;
     /// Write `chunk` repeatedly until the broker closes or FLOOD bytes are out;
@@ -2461,7 +2452,7 @@ fn pre_auth_traffic_beyond_a_small_cap_is_closed_and_not_buffered() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(500));
-    let grew = rss_kb(b.pid()).saturating_sub(rss0);
+    let grew = common::rss_kib(b.pid()).saturating_sub(rss0);
     eprintln!("RSS grew by {grew} KiB with 100 peers parked on partial frames");
     assert!(grew < 64 * 1024, "RSS grew by {grew} KiB");
     for p in &mut peers {

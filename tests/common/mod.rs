@@ -125,3 +125,13 @@ pub fn fresh_dir(tag: &str) -> String {
     std::fs::create_dir_all(&d).expect("temp dir");
     d.to_string_lossy().into_owned()
 }
+
+/// The resident set size of a process in KiB (0 when it cannot be read).
+pub fn rss_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}

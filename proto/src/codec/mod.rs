@@ -679,20 +679,7 @@ pub fn put_variable(out: &mut BytesMut, code8: u8, bytes: &[u8]) {
 /// performatives whose one-pass encoders live in `types::fast`; their general
 /// encoding stays available as `encode_general`.
 macro_rules! described_list {
-    (
-        $(#[$meta:meta])*
-        pub struct $name:ident = $code:literal, $symbol:literal {
-            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
-        }
-    ) => {
-        $crate::described_list! {
-            @define
-            $(#[$meta])*
-            pub struct $name = $code, $symbol {
-                $( $(#[$fmeta])* pub $field : $ty ),*
-            }
-        }
-
+    (@encode $name:ident) => {
         impl $crate::codec::Encode for $name {
             #[inline]
             fn encode(&self, out: &mut bytes::BytesMut) {
@@ -700,27 +687,15 @@ macro_rules! described_list {
             }
         }
     };
+    (@encode $name:ident encoded_by_hand) => {};
     (
         $(#[$meta:meta])*
-        pub struct $name:ident = $code:literal, $symbol:literal, encoded_by_hand {
+        pub struct $name:ident = $code:literal, $symbol:literal $(, $how:ident)? {
             $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
         }
     ) => {
-        $crate::described_list! {
-            @define
-            $(#[$meta])*
-            pub struct $name = $code, $symbol {
-                $( $(#[$fmeta])* pub $field : $ty ),*
-            }
-        }
-    };
-    (
-        @define
-        $(#[$meta:meta])*
-        pub struct $name:ident = $code:literal, $symbol:literal {
-            $( $(#[$fmeta:meta])* pub $field:ident : $ty:ty ),* $(,)?
-        }
-    ) => {
+        $crate::described_list!(@encode $name $($how)?);
+
         $(#[$meta])*
         #[derive(Debug, Clone, PartialEq, Default)]
         pub struct $name {
