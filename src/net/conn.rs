@@ -1259,13 +1259,7 @@ impl Driver {
         if batched && self.identity.is_none() && sluice_proto::types::RawMessage::is_single_data(&d.payload) {
             // The next event of the turn's batch, one data section, no user-id to
             // check: nothing to parse or refuse, the payload joins the batch as it is.
-            add(&self.shard.counters.transfers_in[pattern_index(Pattern::Events)], 1);
-            if let Some((_, msgs)) = &mut self.events_batch {
-                msgs.push(Msg { payload: d.payload, received_ms: self.epoch_ms });
-            }
-            self.accept(ack);
-            self.top_up(link, window);
-            return;
+            return self.join_events_batch(link, d.payload, ack, window);
         }
         let target = (!batched).then(|| target.clone());
         // The payload moves into the section index and on into the message: no
@@ -1302,23 +1296,7 @@ impl Driver {
         }
         let received_ms = self.epoch_ms;
         let Some(target) = target else {
-            // Same channel as the batch being built: what `publish` does for events.
-            add(&self.shard.counters.transfers_in[pattern_index(Pattern::Events)], 1);
-            let msg = Msg { payload: raw.into_payload(), received_ms };
-            match &mut self.events_batch {
-                Some((_, msgs)) if msgs.len() < EVENTS_BATCH => msgs.push(msg),
-                _ => {
-                    if let Some(LinkKind::Produce { target: ProduceTarget::Channel(k), .. }) =
-                        self.links.get(&link).map(|c| &c.kind)
-                    {
-                        let key = k.clone();
-                        self.batch_event(key, msg);
-                    }
-                }
-            }
-            self.accept(ack);
-            self.top_up(link, window);
-            return;
+            return self.join_events_batch(link, raw.into_payload(), ack, window);
         };
         let result = match target {
             ProduceTarget::Channel(key) => self.publish(key, raw, ack),
@@ -1358,6 +1336,26 @@ impl Driver {
         if let Err(refusal) = result {
             self.refuse_message(link, ack, refusal);
         }
+        self.top_up(link, window);
+    }
+
+    /// An event for the channel of the batch being built: what `publish` does for
+    /// events, without looking the channel up again.
+    fn join_events_batch(&mut self, link: LinkId, payload: Bytes, ack: Option<PublishAck>, window: u32) {
+        add(&self.shard.counters.transfers_in[pattern_index(Pattern::Events)], 1);
+        let msg = Msg { payload, received_ms: self.epoch_ms };
+        match &mut self.events_batch {
+            Some((_, msgs)) if msgs.len() < EVENTS_BATCH => msgs.push(msg),
+            _ => {
+                if let Some(LinkKind::Produce { target: ProduceTarget::Channel(k), .. }) =
+                    self.links.get(&link).map(|c| &c.kind)
+                {
+                    let key = k.clone();
+                    self.batch_event(key, msg);
+                }
+            }
+        }
+        self.accept(ack);
         self.top_up(link, window);
     }
 
