@@ -162,6 +162,13 @@ impl DeliveryTag {
         DeliveryTag { len: 8, buf }
     }
 
+    /// All 32 bytes of storage (the tag, then zeros): a fixed-size copy for encoders
+    /// that have room for the longest tag, instead of a copy of run-time length.
+    #[inline(always)]
+    pub(crate) fn padded(&self) -> &[u8; 32] {
+        &self.buf
+    }
+
     /// The tag's bytes.
     #[inline]
     pub fn as_slice(&self) -> &[u8] {

@@ -407,11 +407,14 @@ impl Encode for Transfer {
             s.opt_uint(self.delivery_id);
             match &self.delivery_tag {
                 Some(tag) => {
-                    let t = tag.as_slice();
+                    // All 32 bytes of the tag's storage in one fixed-size copy (the room
+                    // is there: TRANSFER_MAX counts a 32-byte tag), then only its length
+                    // counts; what follows overwrites the rest.
+                    let len = tag.as_slice().len();
                     s.put(format::VBIN8);
-                    s.put(t.len() as u8);
-                    s.b[s.n..s.n + t.len()].copy_from_slice(t);
-                    s.n += t.len();
+                    s.put(len as u8);
+                    s.b[s.n..s.n + 32].copy_from_slice(tag.padded());
+                    s.n += len;
                     s.field(false);
                 }
                 None => s.null(),
