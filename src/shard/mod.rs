@@ -29,8 +29,9 @@ pub const RING_CAPACITY: usize = 64;
 pub const RING_BATCH: usize = 512;
 /// A producer's credit top-up waits while an outbox of its shard holds more than this.
 /// With the ring (at most RING_CAPACITY x RING_BATCH messages) this bounds what one
-/// shard can have on its way to another well below the events window
-/// (`home::EVENTS_WINDOW_MESSAGES`), so a pipeline that is merely busy never drops.
+/// shard can have on its way to another (about 48 Ki messages) well below what the events
+/// window (`SLUICE_EVENTS_IN_FLIGHT_BYTES`, 32 MiB by default) lets one subscriber have in
+/// flight, so a pipeline that is merely busy does not drop.
 pub const OUTBOX_HIGH_WATER: usize = 16 * 1024;
 
 /// State shared by all shards of the process (read-mostly, or atomics off the data path).

@@ -861,17 +861,13 @@ impl Connection {
             }
             Performative::Begin(begin) => self.on_begin(channel, begin),
             other => {
-                let Some(&local) = self.remote_channels.get(&channel) else {
-                    return Err(ProtocolError::BadChannel("frame on a channel with no session"));
-                };
-                if self.session(local).map(|s| s.state) == Some(SessionState::EndSent) {
+                let (local, ended) = self.local_session(channel)?;
+                if ended {
                     // Ignore everything but END until the peer acknowledges ours.
                     if let Performative::End(_) = other {
                         self.free_session(local);
                     } else if let Performative::Transfer(_) = other {
-                        if let Some(s) = self.session_mut(local) {
-                            s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
-                        }
+                        self.skip_transfer_id(local);
                     }
                     return Ok(());
                 }
@@ -1109,17 +1105,29 @@ impl Connection {
     /// A TRANSFER decoded by the fast path: the channel checks `on_performative`
     /// makes for every session frame, then [`Connection::on_transfer`].
     fn on_transfer_frame(&mut self, channel: u16, t: &Transfer, payload: Bytes) -> Result<(), ProtocolError> {
-        let Some(&local) = self.remote_channels.get(&channel) else {
-            return Err(ProtocolError::BadChannel("frame on a channel with no session"));
-        };
-        if self.session(local).map(|s| s.state) == Some(SessionState::EndSent) {
+        let (local, ended) = self.local_session(channel)?;
+        if ended {
             // Ignored until the peer acknowledges our END, but it still used an id.
-            if let Some(s) = self.session_mut(local) {
-                s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
-            }
+            self.skip_transfer_id(local);
             return Ok(());
         }
         self.on_transfer(local, t, payload)
+    }
+
+    /// The local session of the peer's channel, and whether we have ended it (then
+    /// everything but END is ignored until the peer answers).
+    fn local_session(&self, channel: u16) -> Result<(u16, bool), ProtocolError> {
+        let Some(&local) = self.remote_channels.get(&channel) else {
+            return Err(ProtocolError::BadChannel("frame on a channel with no session"));
+        };
+        Ok((local, self.session(local).map(|s| s.state) == Some(SessionState::EndSent)))
+    }
+
+    /// A TRANSFER ignored on an ended session still used a transfer-id.
+    fn skip_transfer_id(&mut self, local: u16) {
+        if let Some(s) = self.session_mut(local) {
+            s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
+        }
     }
 
     fn on_transfer(&mut self, ch: u16, t: &Transfer, payload: Bytes) -> Result<(), ProtocolError> {

@@ -119,18 +119,8 @@ impl DeliveryTag {
         if b.len() > 32 {
             return None;
         }
-        // Eight bytes at a time, then the rest: fixed-size moves instead of a call to
-        // memcpy for a length known only at run time (tags are short).
         let mut buf = [0u8; 32];
-        let mut i = 0;
-        while i + 8 <= b.len() {
-            buf[i..i + 8].copy_from_slice(&b[i..i + 8]);
-            i += 8;
-        }
-        while i < b.len() {
-            buf[i] = b[i];
-            i += 1;
-        }
+        buf[..b.len()].copy_from_slice(b);
         Some(DeliveryTag { len: b.len() as u8, buf })
     }
 

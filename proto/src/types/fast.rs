@@ -6,11 +6,11 @@
 //! an error) makes the fast path give up without consuming input, and the general
 //! decoder — which reports precise errors — takes over. Both produce identical values.
 //!
-//! Encoding writes the whole performative into a small array on the stack with
-//! plain stores and appends it to the frame buffer with one copy, instead of one
-//! capacity check per field. Values the fast encoders do not cover (properties, a
-//! delivery state other than none, accepted or released) go to the general
-//! encoder; both produce identical bytes (tested below).
+//! Encoding grows the frame buffer once by the performative's largest size and
+//! writes the fields into that room with plain stores, instead of one capacity check
+//! per field. Values the fast encoders do not cover (properties, a delivery state
+//! other than none, accepted or released) go to the general encoder; both produce
+//! identical bytes (tested below).
 
 use super::definitions::{DeliveryTag, ReceiverSettleMode, Role};
 use super::performatives::{DeliveryState, Disposition, Flow, Transfer};
@@ -265,7 +265,7 @@ const DISPOSITION_MAX: usize = 3 + 3 + 1 + 2 * 5 + 4 + 2;
 /// by the performative's largest size once, the fields are plain stores into that
 /// room, and the unused tail is cut off at the end. The constants above bound what
 /// the fast encoders write, so every store is in range.
-struct Stack<'a> {
+struct Room<'a> {
     b: &'a mut [u8],
     n: usize,
     /// Field count and the end of the last non-null field (trailing nulls are elided).
@@ -277,11 +277,11 @@ struct Stack<'a> {
 /// Encode one performative with `f` at the end of `out`; `f` answers false for a
 /// value it does not cover, and then nothing is written.
 #[inline(always)]
-fn encode_with<const MAX: usize>(out: &mut BytesMut, code: u8, f: impl FnOnce(&mut Stack<'_>) -> bool) -> bool {
+fn encode_with<const MAX: usize>(out: &mut BytesMut, code: u8, f: impl FnOnce(&mut Room<'_>) -> bool) -> bool {
     let at = out.len();
     // A constant-size zero fill: inline stores, no call.
     out.put_slice(&[0u8; MAX]);
-    let mut s = Stack { b: &mut out[at..], n: 6, count: 0, end: 6, fields: 0 };
+    let mut s = Room { b: &mut out[at..], n: 6, count: 0, end: 6, fields: 0 };
     s.b[..6].copy_from_slice(&[format::DESCRIBED, format::SMALLULONG, code, format::LIST8, 0, 0]);
     if !f(&mut s) {
         out.truncate(at);
@@ -296,7 +296,7 @@ fn encode_with<const MAX: usize>(out: &mut BytesMut, code: u8, f: impl FnOnce(&m
     true
 }
 
-impl Stack<'_> {
+impl Room<'_> {
     #[inline(always)]
     fn put(&mut self, v: u8) {
         self.b[self.n] = v;
