@@ -24,6 +24,7 @@ pub fn global(settings: Settings) -> std::io::Result<Arc<Global>> {
         admin: (0..shards).map(|_| Arc::new(crossbeam_queue::ArrayQueue::new(64))).collect(),
         settings,
         connections: AtomicUsize::new(0),
+        shard_connections: (0..shards).map(|_| AtomicUsize::new(0)).collect(),
         shutting_down: AtomicBool::new(false),
         ready: AtomicUsize::new(0),
         recovered: std::sync::Mutex::new(Vec::new()),

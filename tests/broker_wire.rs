@@ -217,3 +217,81 @@ fn sigterm_closes_connections_with_connection_forced_and_exits_zero() {
     }
     let _ = Bytes::new();
 }
+
+/// Shard of each listed connection, by container-id.
+fn shards_by_container(b: &Broker) -> std::collections::BTreeMap<String, u64> {
+    let (status, body) = b.http("/api/amqp10/connections").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    v["connections"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["container_id"].as_str().unwrap().to_owned(), c["shard"].as_u64().unwrap()))
+        .collect()
+}
+
+/// Wait until the admin API lists exactly `n` connections with a container-id.
+fn wait_listed(b: &Broker, n: usize) -> std::collections::BTreeMap<String, u64> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = shards_by_container(b);
+        if m.values().len() == n && m.keys().all(|k| !k.is_empty()) {
+            return m;
+        }
+        assert!(Instant::now() < deadline, "admin lists {m:?}, want {n} connections");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// New connections go to the shard with the fewest live ones, not where the kernel's
+/// SO_REUSEPORT hash of the client's port puts them: 16 connections opened one after
+/// another on 2 shards are served 8 and 8; after 3 of shard 0's close, the next 3 all
+/// go to shard 0. A message crosses every connection (handed-over ones included).
+#[test]
+fn connections_are_served_by_the_shard_with_the_fewest() {
+    let b = Broker::start(&[]);
+    let mut clients: Vec<(String, Client)> = Vec::new();
+    for i in 0..16 {
+        let id = format!("c{i:02}");
+        clients.push((id.clone(), Client::connect(b.addr(), &id).unwrap()));
+        // One at a time: each is placed knowing where the previous ones are.
+        wait_listed(&b, i + 1);
+    }
+    let placed = wait_listed(&b, 16);
+    let on = |m: &std::collections::BTreeMap<String, u64>, s| m.values().filter(|&&v| v == s).count();
+    assert_eq!((on(&placed, 0), on(&placed, 1)), (8, 8), "{placed:?}");
+
+    let gone: Vec<String> = placed.iter().filter(|(_, &s)| s == 0).map(|(k, _)| k.clone()).take(3).collect();
+    clients.retain(|(id, _)| !gone.contains(id));
+    wait_listed(&b, 13);
+    for i in 0..3 {
+        let id = format!("n{i}");
+        clients.push((id.clone(), Client::connect(b.addr(), &id).unwrap()));
+        wait_listed(&b, 14 + i);
+    }
+    let placed = wait_listed(&b, 16);
+    for i in 0..3 {
+        assert_eq!(placed[&format!("n{i}")], 0, "{placed:?}");
+    }
+
+    // Every connection works: each sends one message to the next one's queue.
+    let n = clients.len();
+    for k in 0..n {
+        let addr = format!("queues/placed-{k}");
+        let (_, c) = &mut clients[k];
+        let ch = c.begin().unwrap();
+        let s = c.attach_sender(ch, "s", Some(&addr), &opts()).unwrap();
+        c.wait_credit(s).unwrap();
+        let id = c.send(s, data_message(format!("to {k}").as_bytes()), false).unwrap();
+        assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+        let (_, r) = &mut clients[(k + 1) % n];
+        let rch = r.begin().unwrap();
+        let l = r.attach_receiver(rch, "r", Some(&addr), &opts()).unwrap();
+        r.engine().grant_credit(l, 1, false).unwrap();
+        let d = r.receive(l, WAIT).unwrap();
+        let raw = sluice_proto::types::RawMessage::parse(&d.payload).unwrap();
+        assert_eq!(raw.data().unwrap().unwrap(), format!("to {k}").as_bytes());
+        r.settle(l, d.delivery_id, DeliveryState::Accepted);
+    }
+}

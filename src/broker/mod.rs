@@ -304,6 +304,18 @@ pub enum ShardMsg {
         /// Connection.
         conn: u64,
     },
+
+    // ---- shard -> shard
+    /// A connection accepted on another shard, to be served here (the shard with the
+    /// fewest connections). Handled by the ring receiver, never by a home.
+    Adopt {
+        /// The shard that serves it.
+        shard: u16,
+        /// The accepted socket, not yet read from.
+        stream: glommio::net::AcceptedTcpStream,
+        /// Accepted on the TLS listener.
+        tls: bool,
+    },
 }
 
 impl ShardMsg {
@@ -328,7 +340,7 @@ impl ShardMsg {
             | ShardMsg::DrainDone { sub }
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => sub.shard as usize,
-            ShardMsg::RpcResponse { shard, .. } => *shard as usize,
+            ShardMsg::RpcResponse { shard, .. } | ShardMsg::Adopt { shard, .. } => *shard as usize,
             ShardMsg::Shutdown { .. } => usize::MAX,
         }
     }

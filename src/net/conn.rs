@@ -224,6 +224,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             connected_at: rfc3339_now(),
             source_ip: peer.ip,
             tls: peer.tls,
+            shard: shard.id,
             sasl: "none".into(),
             ..Default::default()
         },

@@ -1,18 +1,20 @@
-//! Listeners and connections: SO_REUSEPORT listeners per shard (the kernel spreads
-//! connections over shards), plain and TLS, and one driver task per connection.
+//! Listeners and connections: SO_REUSEPORT listeners per shard, plain and TLS; each
+//! accepted connection is served by the shard with the fewest live connections
+//! (handed over through the shard rings when that is not the one that accepted it),
+//! one driver task per connection.
 
 mod conn;
 pub mod tls;
 
+use crate::broker::ShardMsg;
 use crate::config::Settings;
 use crate::shard::Shard;
 use conn::Peer;
-use glommio::net::{TcpListener, TcpStream};
+use glommio::net::{AcceptedTcpStream, TcpListener};
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{FromRawFd, IntoRawFd};
 use std::rc::Rc;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Bind a listener on `port` (SO_REUSEPORT, so every shard binds the same port).
@@ -67,13 +69,34 @@ fn admit(shard: &Shard) -> bool {
     max > 0 && live > max
 }
 
-async fn next(listener: &TcpListener) -> TcpStream {
+/// The shard that serves a new connection accepted on `shard`: this one, unless
+/// another shard has fewer live connections (then the one with the fewest). The
+/// kernel's SO_REUSEPORT choice is a hash of the peer's address and port, so a few
+/// connections often land on one shard and leave the other core idle; a producer and
+/// its consumer on one shard with their channel homed on the other cost two hops per
+/// message. The connection is counted on the chosen shard at once, so a burst of
+/// accepts spreads as well.
+fn place(shard: &Shard) -> usize {
+    let counts = &shard.global.shard_connections;
+    let mut best = shard.id as usize;
+    let mut least = counts.get(best).map_or(0, |c| c.load(Ordering::SeqCst));
+    for (i, c) in counts.iter().enumerate() {
+        let n = c.load(Ordering::SeqCst);
+        if n < least {
+            best = i;
+            least = n;
+        }
+    }
+    if let Some(c) = counts.get(best) {
+        c.fetch_add(1, Ordering::SeqCst);
+    }
+    best
+}
+
+async fn next(listener: &TcpListener) -> AcceptedTcpStream {
     loop {
-        match listener.accept().await {
-            Ok(s) => {
-                let _ = s.set_nodelay(true);
-                return s;
-            }
+        match listener.shared_accept().await {
+            Ok(s) => return s,
             Err(e) => {
                 tracing::warn!(error = %e, "accept failed");
                 glommio::timer::sleep(Duration::from_millis(10)).await;
@@ -82,52 +105,68 @@ async fn next(listener: &TcpListener) -> TcpStream {
     }
 }
 
-/// Accept plain connections for the life of the shard.
-pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener) {
+/// Accept connections (plain, or TLS when `tls`) for the life of the shard and hand
+/// each to the shard that serves it ([`place`]).
+pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
     loop {
-        let stream = next(&listener).await;
-        let over_limit = admit(&shard);
-        let shard2 = shard.clone();
-        glommio::spawn_local(async move {
-            let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-            conn::run(shard2.clone(), stream, Peer { ip, tls: false, client_cn: None }, over_limit).await;
-            shard2.global.connections.fetch_sub(1, Ordering::SeqCst);
-        })
-        .detach();
+        let accepted = next(&listener).await;
+        if admit(&shard) {
+            // Over MaxConnections: only told so, where it landed.
+            if let Some(c) = shard.global.shard_connections.get(shard.id as usize) {
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+            serve(&shard, accepted, tls, true);
+            continue;
+        }
+        let target = place(&shard);
+        if target == shard.id as usize {
+            serve(&shard, accepted, tls, false);
+        } else {
+            shard.route(ShardMsg::Adopt { shard: target as u16, stream: accepted, tls });
+        }
     }
 }
 
-/// Accept TLS connections: an optional AMQP TLS protocol header first (answered in
-/// kind), then the TLS handshake, both within the handshake timeout.
-pub async fn accept_tls_loop(shard: Rc<Shard>, listener: TcpListener, config: Arc<rustls::ServerConfig>) {
-    let acceptor = futures_rustls::TlsAcceptor::from(config);
-    loop {
-        let stream = next(&listener).await;
-        let over_limit = admit(&shard);
-        let shard2 = shard.clone();
-        let acceptor = acceptor.clone();
-        glommio::spawn_local(async move {
-            let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-            let limit = Duration::from_secs(shard2.global.settings.handshake_timeout_seconds.max(1) as u64);
-            let handshake = async move {
-                let mut stream = stream;
-                tls::amqp_tls_header(&mut stream).await?;
-                acceptor.accept(stream).await
-            };
-            let timeout = async {
-                glommio::timer::sleep(limit).await;
-                Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))
-            };
-            match futures_lite::future::or(handshake, timeout).await {
-                Ok(tls) => {
-                    let client_cn = tls::client_cn(tls.get_ref().1);
-                    let peer = Peer { ip, tls: true, client_cn };
-                    conn::run(shard2.clone(), tls, peer, over_limit).await;
+/// Serve a connection on this shard: a plain one at once; a TLS one after an optional
+/// AMQP TLS protocol header (answered in kind) and the TLS handshake, both within the
+/// handshake timeout. The connection was counted by [`admit`] and on this shard.
+pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_limit: bool) {
+    let stream = accepted.bind_to_executor();
+    let _ = stream.set_nodelay(true);
+    let shard2 = shard.clone();
+    let acceptor = if tls { shard.tls.borrow().clone() } else { None };
+    glommio::spawn_local(async move {
+        let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+        match (tls, acceptor) {
+            (false, _) => conn::run(shard2.clone(), stream, Peer { ip, tls: false, client_cn: None }, over_limit).await,
+            (true, Some(acceptor)) => {
+                let limit = Duration::from_secs(shard2.global.settings.handshake_timeout_seconds.max(1) as u64);
+                let handshake = async move {
+                    let mut stream = stream;
+                    tls::amqp_tls_header(&mut stream).await?;
+                    acceptor.accept(stream).await
+                };
+                let timeout = async {
+                    glommio::timer::sleep(limit).await;
+                    Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))
+                };
+                match futures_lite::future::or(handshake, timeout).await {
+                    Ok(tls) => {
+                        let client_cn = tls::client_cn(tls.get_ref().1);
+                        let peer = Peer { ip, tls: true, client_cn };
+                        conn::run(shard2.clone(), tls, peer, over_limit).await;
+                    }
+                    Err(e) => tracing::debug!(peer = %ip, error = %e, "TLS handshake failed"),
                 }
-                Err(e) => tracing::debug!(peer = %ip, error = %e, "TLS handshake failed"),
             }
-            shard2.global.connections.fetch_sub(1, Ordering::SeqCst);
-        })
-        .detach();
-    }
+            // Every shard builds its TLS acceptor before it reads its rings; this is
+            // only reached if that ever changes.
+            (true, None) => tracing::warn!(peer = %ip, "TLS connection handed to a shard without TLS; closed"),
+        }
+        shard2.global.connections.fetch_sub(1, Ordering::SeqCst);
+        if let Some(c) = shard2.global.shard_connections.get(shard2.id as usize) {
+            c.fetch_sub(1, Ordering::SeqCst);
+        }
+    })
+    .detach();
 }

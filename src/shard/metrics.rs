@@ -84,6 +84,8 @@ pub struct ConnectionInfo {
     pub sasl: String,
     /// TLS-terminated.
     pub tls: bool,
+    /// The shard (core) that serves it.
+    pub shard: u16,
 }
 
 /// Link details for `GET /api/amqp10/links`.

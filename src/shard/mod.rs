@@ -41,6 +41,9 @@ pub struct Global {
     pub settings: Settings,
     /// Live connections across all shards (for MaxConnections).
     pub connections: AtomicUsize,
+    /// Live connections per shard, counted from the moment a shard is chosen for a
+    /// connection (placement: a new connection goes to the shard with the fewest).
+    pub shard_connections: Vec<AtomicUsize>,
     /// Set on SIGTERM.
     pub shutting_down: AtomicBool,
     /// Admin requests, one queue per shard.
@@ -115,6 +118,9 @@ pub struct Shard {
     pub registry: RefCell<metrics::Registry>,
     /// The durable store's logs of this shard.
     pub journals: [Rc<RefCell<crate::store::Journal>>; 2],
+    /// TLS acceptor (set before the shard reads its rings, when TLS is on): serves
+    /// TLS connections handed over by other shards too.
+    pub tls: RefCell<Option<futures_rustls::TlsAcceptor>>,
 }
 
 impl Shard {
@@ -327,6 +333,7 @@ async fn shard_main(
         counters: ShardCounters::default(),
         registry: RefCell::new(metrics::Registry::default()),
         journals: [qj, ej],
+        tls: RefCell::new(None),
     });
     if durable {
         for (kind, sizes, j) in logs {
@@ -359,7 +366,15 @@ async fn shard_main(
             glommio::spawn_local(async move {
                 while let Some(batch) = rx.recv().await {
                     shard.refresh_clock();
-                    shard.local.borrow_mut().extend(batch);
+                    {
+                        let mut local = shard.local.borrow_mut();
+                        for m in batch {
+                            match m {
+                                ShardMsg::Adopt { stream, tls, .. } => crate::net::serve(&shard, stream, tls, false),
+                                m => local.push_back(m),
+                            }
+                        }
+                    }
                     shard.pump_local();
                     // Let the connections this batch woke take their share before the
                     // next batch: a busy ring must not starve the drivers that write
@@ -370,18 +385,21 @@ async fn shard_main(
             .detach(),
         );
     }
+    // No await from the spawns above to here: the TLS acceptor is in place before the
+    // rings are read (a TLS connection may be handed over from another shard).
     let mut accepts = Vec::new();
     let mut listening = Vec::new();
     if global.settings.port != 0 {
         let (listener, fd) = crate::net::bind(&global.settings, global.settings.port)?;
         listening.push(fd);
-        accepts.push(glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener)).detach());
+        accepts.push(glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener, false)).detach());
     }
     let tls = crate::net::tls::server_config(&global.settings).map_err(std::io::Error::other)?;
     if let (Some(cfg), true) = (tls, global.settings.tls_port != 0) {
+        *shard.tls.borrow_mut() = Some(futures_rustls::TlsAcceptor::from(cfg));
         let (listener, fd) = crate::net::bind(&global.settings, global.settings.tls_port)?;
         listening.push(fd);
-        accepts.push(glommio::spawn_local(crate::net::accept_tls_loop(shard.clone(), listener, cfg)).detach());
+        accepts.push(glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener, true)).detach());
     }
     global.ready.fetch_add(1, Ordering::SeqCst);
     // Control tick: timers of the homes, admin requests and shutdown.

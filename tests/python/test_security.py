@@ -140,6 +140,27 @@ def test_tls_listener_with_and_without_the_amqp_tls_header(tls_broker, pki, amqp
     s.close()
 
 
+def test_tls_connections_are_spread_over_the_shards_and_each_authenticates(tls_broker, pki):
+    """Eight TLS connections held open at once are served four per shard (a connection
+    the kernel put on the busier shard is handed to the other before its handshake),
+    and every one completes TLS, SASL EXTERNAL with its certificate and OPEN."""
+    # Connections of earlier tests must be gone first: placement counts them.
+    tls_broker.wait_metric("kubemq_amqp10_connections", lambda v: v == 0)
+    time.sleep(0.1)
+    socks = []
+    for i in range(8):
+        s = tls_connect(tls_broker, pki, client_cert=True, amqp_tls_header=(i % 2 == 1))
+        _, code, rest = sasl_exchange(s, b"EXTERNAL", b"", cid=b"spread-%d" % i)
+        assert code == 0 and b"\x00\x53\x10" in rest
+        socks.append(s)
+    conns = [c for c in connections(tls_broker) if c["container_id"].startswith("spread-")]
+    assert len(conns) == 8, conns
+    assert all(c["tls"] and c["sasl"] == "external" and c["client_id"] == "worker-7" for c in conns), conns
+    assert sorted(c["shard"] for c in conns) == [0, 0, 0, 0, 1, 1, 1, 1], conns
+    for s in socks:
+        s.close()
+
+
 def test_tls_refuses_protocols_below_tls12(tls_broker, pki):
     s = socket.create_connection(("127.0.0.1", tls_broker.tls_port), timeout=5)
     ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
