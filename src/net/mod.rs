@@ -134,12 +134,23 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
     let stream = accepted.bind_to_executor();
     let _ = stream.set_nodelay(true);
     let shard2 = shard.clone();
-    let acceptor = if tls { shard.tls.borrow().clone() } else { None };
+    // Two separate tasks, not one with both branches: a task is as large as its
+    // largest state, and a plain connection must not carry the TLS one's (measured:
+    // +1.3 KiB per idle plain connection when they shared one task).
+    if !tls {
+        glommio::spawn_local(async move {
+            let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
+            conn::run(shard2.clone(), stream, Peer { ip, tls: false, client_cn: None }, over_limit).await;
+            release(&shard2);
+        })
+        .detach();
+        return;
+    }
+    let acceptor = shard.tls.borrow().clone();
     glommio::spawn_local(async move {
         let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-        match (tls, acceptor) {
-            (false, _) => conn::run(shard2.clone(), stream, Peer { ip, tls: false, client_cn: None }, over_limit).await,
-            (true, Some(acceptor)) => {
+        match acceptor {
+            Some(acceptor) => {
                 let limit = Duration::from_secs(shard2.global.settings.handshake_timeout_seconds.max(1) as u64);
                 let handshake = async move {
                     let mut stream = stream;
@@ -161,12 +172,17 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
             }
             // Every shard builds its TLS acceptor before it reads its rings; this is
             // only reached if that ever changes.
-            (true, None) => tracing::warn!(peer = %ip, "TLS connection handed to a shard without TLS; closed"),
+            None => tracing::warn!(peer = %ip, "TLS connection handed to a shard without TLS; closed"),
         }
-        shard2.global.connections.fetch_sub(1, Ordering::SeqCst);
-        if let Some(c) = shard2.global.shard_connections.get(shard2.id as usize) {
-            c.fetch_sub(1, Ordering::SeqCst);
-        }
+        release(&shard2);
     })
     .detach();
+}
+
+/// A connection of this shard ended: uncount it.
+fn release(shard: &Shard) {
+    shard.global.connections.fetch_sub(1, Ordering::SeqCst);
+    if let Some(c) = shard.global.shard_connections.get(shard.id as usize) {
+        c.fetch_sub(1, Ordering::SeqCst);
+    }
 }
