@@ -132,6 +132,13 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
 /// handshake timeout. The connection was counted by [`admit`] and on this shard.
 pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_limit: bool) {
     let stream = accepted.bind_to_executor();
+    if shard.global.shutting_down.load(Ordering::SeqCst) {
+        // Handed over while this shard was closing its connections: it would never
+        // be told to close. Refused (the socket is closed) like one that came too late.
+        drop(stream);
+        release(shard);
+        return;
+    }
     let _ = stream.set_nodelay(true);
     let shard2 = shard.clone();
     // Two separate tasks, not one with both branches: a task is as large as its
