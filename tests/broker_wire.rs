@@ -261,6 +261,12 @@ fn connections_are_served_by_the_shard_with_the_fewest() {
     let placed = wait_listed(&b, 16);
     let on = |m: &std::collections::BTreeMap<String, u64>, s| m.values().filter(|&&v| v == s).count();
     assert_eq!((on(&placed, 0), on(&placed, 1)), (8, 8), "{placed:?}");
+    assert_eq!(b.metric("sluice_shard_connections{shard=\"0\"}"), Some(8.0));
+    assert_eq!(b.metric("sluice_shard_connections{shard=\"1\"}"), Some(8.0));
+    let handed = |s: &str| b.metric(&format!("sluice_connections_handed_over_total{{shard=\"{s}\"}}"));
+    let (h0, h1) = (handed("0").unwrap(), handed("1").unwrap());
+    // Each hand-over corrected one kernel choice; at most one per connection.
+    assert!(h0 + h1 <= 16.0, "{h0} + {h1}");
 
     let gone: Vec<String> = placed.iter().filter(|(_, &s)| s == 0).map(|(k, _)| k.clone()).take(3).collect();
     clients.retain(|(id, _)| !gone.contains(id));

@@ -131,6 +131,11 @@ fn publish(snaps: &[ShardSnapshot]) {
     counter!("kubemq_amqp10_events_dropped_no_credit_total").absolute(sum(&|s| s.events_dropped_no_credit));
     counter!("kubemq_amqp10_events_store_dropped_stalled_total").absolute(sum(&|s| s.events_store_dropped_stalled));
     counter!("kubemq_amqp10_rpc_late_responses_total").absolute(sum(&|s| s.rpc_late_responses));
+    for s in snaps {
+        let shard = s.shard.to_string();
+        gauge!("sluice_shard_connections", "shard" => shard.clone()).set(s.gauges[0].max(0) as f64);
+        counter!("sluice_connections_handed_over_total", "shard" => shard).absolute(s.connections_handed_over);
+    }
 }
 
 /// sluice's own families: backlog per channel (Pub/Sub style) and per-link credit.

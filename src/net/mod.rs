@@ -122,6 +122,8 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
         if target == shard.id as usize {
             serve(&shard, accepted, tls, false);
         } else {
+            let c = &shard.counters.connections_handed_over;
+            c.set(c.get() + 1);
             shard.route(ShardMsg::Adopt { shard: target as u16, stream: accepted, tls });
         }
     }

@@ -47,6 +47,8 @@ pub struct ShardCounters {
     pub events_store_dropped_stalled: Cell<u64>,
     /// rpc_late_responses_total.
     pub rpc_late_responses: Cell<u64>,
+    /// Connections this shard accepted and handed to a shard with fewer.
+    pub connections_handed_over: Cell<u64>,
 }
 
 /// Add `n` to a counter cell.
@@ -127,6 +129,10 @@ pub struct Registry {
 /// A copy of one shard's numbers.
 #[derive(Debug, Clone, Default)]
 pub struct ShardSnapshot {
+    /// The shard.
+    pub shard: u16,
+    /// Connections it accepted and handed to a shard with fewer.
+    pub connections_handed_over: u64,
     /// Gauges: connections, sessions, links sender, links receiver.
     pub gauges: [i64; 4],
     /// transfers in by pattern.
@@ -174,6 +180,8 @@ pub fn snapshot(shard: &Shard) -> ShardSnapshot {
     let home = shard.home.borrow();
     let reg = shard.registry.borrow();
     ShardSnapshot {
+        shard: shard.id,
+        connections_handed_over: c.connections_handed_over.get(),
         gauges: [c.connections.get(), c.sessions.get(), c.links_sender.get(), c.links_receiver.get()],
         transfers_in: copy(&c.transfers_in),
         transfers_out: copy(&c.transfers_out),
