@@ -55,7 +55,7 @@ pub fn with_annotation(payload: &Bytes, key: &str, value: Value) -> Bytes {
 }
 
 /// Rebuild a message with new properties and extra application-properties.
-pub fn rebuild(raw: &RawMessage, properties: &Properties, extra_app: &[(&str, Value)], keep_body: bool) -> Bytes {
+pub fn rebuild(raw: &RawMessage, properties: &Properties, extra: &[(&str, Value)], keep_body: bool) -> Bytes {
     let mut out = BytesMut::with_capacity(raw.encoded_len() + 64);
     for s in [raw.header_section(), raw.delivery_annotations_section(), raw.message_annotations_section()]
         .into_iter()
@@ -64,19 +64,23 @@ pub fn rebuild(raw: &RawMessage, properties: &Properties, extra_app: &[(&str, Va
         out.extend_from_slice(s);
     }
     properties.encode(&mut out);
-    let mut app = raw.application_properties().ok().flatten().unwrap_or_default();
-    for (k, v) in extra_app {
-        app.retain(|(name, _)| name != k);
-        app.push(((*k).to_owned(), v.clone()));
-    }
-    if !app.is_empty() {
+    // The message's own application-properties in their order, less those `extra`
+    // replaces, then `extra`: encoded straight from the decoded map (no copy of it).
+    let app = raw.application_properties().ok().flatten().unwrap_or_default();
+    let kept = || app.iter().filter(|(name, _)| !extra.iter().any(|(k, _)| name == k));
+    let count = kept().count() + extra.len();
+    if count > 0 {
         sluice_proto::codec::put_descriptor(&mut out, 0x74);
         let at = sluice_proto::codec::begin_map(&mut out);
-        for (k, v) in &app {
+        for (k, v) in kept() {
             k.as_str().encode(&mut out);
             v.encode(&mut out);
         }
-        sluice_proto::codec::end_map(&mut out, at, app.len() as u32);
+        for (k, v) in extra {
+            (*k).encode(&mut out);
+            v.encode(&mut out);
+        }
+        sluice_proto::codec::end_map(&mut out, at, count as u32);
     }
     if keep_body {
         out.extend_from_slice(raw.body_bytes());

@@ -294,8 +294,10 @@ pub enum ShardMsg {
         shard: u16,
         /// Its id.
         conn: u64,
-        /// The request id.
-        request_id: String,
+        /// The request's number on that connection.
+        seq: u64,
+        /// The request id's random part (a response must name both).
+        nonce: u64,
         /// The responder's message.
         msg: Msg,
     },

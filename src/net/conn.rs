@@ -20,6 +20,7 @@ use sluice_proto::types::{
 };
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::fmt::Write as _;
 
 /// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
 type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
@@ -104,11 +105,24 @@ struct NodeState {
     unsettled: HashMap<u32, Bytes>,
 }
 
+/// `<shard>.<conn>.<seq>.<nonce as 16 hex digits>`, the request id a request's
+/// reply-to carries; None when a response names anything else.
+fn parse_request_id(id: &str) -> Option<(u16, u64, u64, u64)> {
+    let mut parts = id.split('.');
+    let shard = parts.next()?.parse().ok()?;
+    let conn = parts.next()?.parse().ok()?;
+    let seq = parts.next()?.parse().ok()?;
+    let nonce = parts.next().filter(|n| n.len() == 16).and_then(|n| u64::from_str_radix(n, 16).ok())?;
+    parts.next().is_none().then_some((shard, conn, seq, nonce))
+}
+
 #[derive(Debug)]
 struct PendingRpc {
     node: String,
     correlation: Option<Value>,
     pattern: Pattern,
+    /// The random part of the request id: a response must carry it.
+    nonce: u64,
 }
 
 /// A delivery waiting for room in the peer's session window.
@@ -130,8 +144,10 @@ struct Driver {
     next_serial: u64,
     sessions: HashSet<u16>,
     nodes: HashMap<String, NodeState>,
-    pending: HashMap<String, PendingRpc>,
-    deadlines: BinaryHeap<Reverse<(u64, String)>>,
+    /// Pending requests by their number on this connection.
+    pending: HashMap<u64, PendingRpc>,
+    /// (deadline ms, request number).
+    deadlines: BinaryHeap<Reverse<(u64, u64)>>,
     next_request: u64,
     held: VecDeque<Held>,
     reject: Option<Error>,
@@ -1485,11 +1501,13 @@ impl Driver {
         raw: sluice_proto::types::RawMessage,
         ack: Option<PublishAck>,
     ) -> Result<(), Refusal> {
-        let props = message::properties(&raw);
-        let Some(reply_to) = props.reply_to.clone() else {
+        let mut props = message::properties(&raw);
+        let Some(mut node) = props.reply_to.take() else {
             return Err((condition::NOT_ALLOWED, "request missing reply-to".into()));
         };
-        let node = reply_to.strip_prefix('/').unwrap_or(&reply_to).to_owned();
+        if node.starts_with('/') {
+            node.remove(0);
+        }
         if !self.nodes.contains_key(&node) {
             return Err((condition::NOT_ALLOWED, "reply-to is not a node this connection owns".into()));
         }
@@ -1501,34 +1519,36 @@ impl Driver {
             Some(ttl) => (ttl as u64).clamp(1000, default_ms * 10),
             None => default_ms,
         };
-        let r = self.random();
-        let request_id = format!("{}.{}.{}.{r:016x}", self.shard.id, self.id, self.next_request);
+        let nonce = self.random();
+        let seq = self.next_request;
         self.next_request += 1;
-        let correlation = props.correlation_id.clone().or(props.message_id.clone());
-        let rewritten = Properties {
-            reply_to: Some(format!("/responses/{request_id}")),
-            correlation_id: Some(Value::String(request_id.clone())),
-            ..props
+        // "/responses/<shard>.<conn>.<seq>.<nonce>": the request id is the tail.
+        let mut reply_to = String::with_capacity(64);
+        let _ = write!(reply_to, "/responses/{}.{}.{seq}.{nonce:016x}", self.shard.id, self.id);
+        let request_id = reply_to["/responses/".len()..].to_owned();
+        let correlation = match props.correlation_id.take() {
+            Some(c) => Some(c),
+            None => props.message_id.clone(),
         };
+        let rewritten =
+            Properties { reply_to: Some(reply_to), correlation_id: Some(Value::String(request_id)), ..props };
         let payload = message::rebuild(&raw, &rewritten, &[], true);
-        let deadline = now_ms() + timeout;
+        let now = self.epoch_ms;
+        let deadline = now + timeout;
         let idx = if key.pattern == Pattern::Commands { 0 } else { 1 };
         add(&self.shard.counters.rpc_requests[idx], 1);
-        self.pending.insert(request_id.clone(), PendingRpc { node, correlation, pattern: key.pattern });
-        self.deadlines.push(Reverse((deadline, request_id)));
-        self.route(ShardMsg::RpcRequest { key, msg: Msg { payload, received_ms: now_ms() }, deadline_ms: deadline });
+        self.pending.insert(seq, PendingRpc { node, correlation, pattern: key.pattern, nonce });
+        self.deadlines.push(Reverse((deadline, seq)));
+        self.route(ShardMsg::RpcRequest { key, msg: Msg { payload, received_ms: now }, deadline_ms: deadline });
         self.accept(ack);
         Ok(())
     }
 
     /// A responder's reply: routed to the connection that holds the request.
     fn rpc_response(&mut self, request_id: &str, msg: Msg, ack: Option<PublishAck>) -> Result<(), Refusal> {
-        let mut parts = request_id.splitn(3, '.');
-        let shard = parts.next().and_then(|s| s.parse::<u16>().ok());
-        let conn = parts.next().and_then(|s| s.parse::<u64>().ok());
-        match (shard, conn) {
-            (Some(shard), Some(conn)) if (shard as usize) < self.shard.shards => {
-                self.route(ShardMsg::RpcResponse { shard, conn, request_id: request_id.to_owned(), msg });
+        match parse_request_id(request_id) {
+            Some((shard, conn, seq, nonce)) if (shard as usize) < self.shard.shards => {
+                self.route(ShardMsg::RpcResponse { shard, conn, seq, nonce, msg });
             }
             _ => add(&self.shard.counters.rpc_late_responses, 1),
         }
@@ -1536,11 +1556,12 @@ impl Driver {
         Ok(())
     }
 
-    fn on_rpc_response(&mut self, request_id: &str, msg: Msg) {
-        let Some(p) = self.pending.remove(request_id) else {
+    fn on_rpc_response(&mut self, seq: u64, nonce: u64, msg: Msg) {
+        if self.pending.get(&seq).is_none_or(|p| p.nonce != nonce) {
             add(&self.shard.counters.rpc_late_responses, 1);
             return;
-        };
+        }
+        let Some(p) = self.pending.remove(&seq) else { return };
         let Ok(raw) = sluice_proto::types::RawMessage::parse(&msg.payload) else { return };
         let executed_flag = message::app_property(&raw, "x-opt-kubemq-executed");
         let error = message::app_property(&raw, "x-opt-kubemq-error")
@@ -1548,16 +1569,18 @@ impl Driver {
             .filter(|e| !e.is_empty());
         let executed = !matches!(executed_flag, Some(Value::Bool(false))) && error.is_none();
         let props = message::properties(&raw);
-        let reply_props =
-            Properties { correlation_id: p.correlation.clone(), to: Some(p.node.clone()), reply_to: None, ..props };
-        let payload = match p.pattern {
-            Pattern::Commands => {
-                let mut extra = vec![("x-opt-kubemq-executed", Value::Bool(executed))];
-                if let Some(e) = &error {
-                    extra.push(("x-opt-kubemq-error", Value::String(e.clone())));
-                }
-                message::rebuild(&raw, &reply_props, &extra, true)
-            }
+        let PendingRpc { node, correlation, pattern, .. } = p;
+        let reply_props = Properties { correlation_id: correlation, to: Some(node.clone()), reply_to: None, ..props };
+        let payload = match pattern {
+            Pattern::Commands => match error {
+                Some(e) => message::rebuild(
+                    &raw,
+                    &reply_props,
+                    &[("x-opt-kubemq-executed", Value::Bool(executed)), ("x-opt-kubemq-error", Value::String(e))],
+                    true,
+                ),
+                None => message::rebuild(&raw, &reply_props, &[("x-opt-kubemq-executed", Value::Bool(executed))], true),
+            },
             _ => {
                 if !executed {
                     // Queries answer only on success.
@@ -1566,7 +1589,7 @@ impl Driver {
                 message::rebuild(&raw, &reply_props, &[], true)
             }
         };
-        let _ = self.deliver_to_node(&p.node, Msg { payload, received_ms: now_ms() }, None);
+        let _ = self.deliver_to_node(&node, Msg { payload, received_ms: self.epoch_ms }, None);
     }
 
     fn expire_rpc(&mut self) {
@@ -1644,7 +1667,7 @@ impl Driver {
                     self.stall(link);
                 }
             }
-            ShardMsg::RpcResponse { request_id, msg, .. } => self.on_rpc_response(&request_id, msg),
+            ShardMsg::RpcResponse { seq, nonce, msg, .. } => self.on_rpc_response(seq, nonce, msg),
             ShardMsg::Shutdown { .. } => {
                 self.shutting_down = true;
                 self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));

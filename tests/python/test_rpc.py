@@ -189,6 +189,30 @@ def test_late_response_is_counted(broker, amqp):
     assert rpc.replies.received == []
 
 
+def test_a_response_naming_a_pending_request_with_a_wrong_nonce_is_not_delivered(broker, amqp):
+    """The request id is <shard>.<conn>.<seq>.<nonce>: a response that keeps the first
+    three but guesses the random part, or adds a part, is counted late and reaches no one;
+    the real response still answers the request."""
+    rpc = Rpc(amqp, broker.url, "commands")
+    before = broker.metric("kubemq_amqp10_rpc_late_responses_total")
+    rpc.request(correlation_id="c-1")
+    req = rpc.inbox.take(1)[0]
+    req.accept()
+    real = req.message.reply_to
+    head, nonce = real.rsplit(".", 1)
+    wrong = "%016x" % (int(nonce, 16) ^ 1)
+    for forged in (f"{head}.{wrong}", f"{real}.0", head):
+        m = Message(body="forged", address=forged, correlation_id=req.message.correlation_id)
+        d = rpc.answer.send_and_wait(m)
+        assert d.remote_state == ACCEPTED, (forged, d.remote_state)
+    broker.wait_metric("kubemq_amqp10_rpc_late_responses_total", lambda v: v >= before + 3)
+    amqp.pump(0.3)
+    assert rpc.replies.received == []
+    rpc.respond(req, body="real", props={EXECUTED: True})
+    reply = rpc.replies.take(1)[0]
+    assert reply.message.body == "real" and reply.message.correlation_id == "c-1"
+
+
 @pytest.mark.parametrize("pattern", ["commands", "queries"])
 def test_request_without_reply_to_rejected(broker, amqp, pattern):
     rpc = Rpc(amqp, broker.url, pattern, responder=False)
