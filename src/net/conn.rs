@@ -72,7 +72,8 @@ enum LinkKind {
         hold: bool,
     },
     NodeConsume {
-        node: String,
+        /// The dynamic node's name (shared: cloned on every settlement and credit).
+        node: Rc<str>,
     },
 }
 
@@ -756,8 +757,12 @@ impl Driver {
         if source.dynamic() {
             let name = self.mint_node();
             reply_source.address = Some(name.clone());
-            let mut ctx =
-                self.new_ctx(channel, &attach.name, Role::Sender, LinkKind::NodeConsume { node: name.clone() });
+            let mut ctx = self.new_ctx(
+                channel,
+                &attach.name,
+                Role::Sender,
+                LinkKind::NodeConsume { node: Rc::from(name.as_str()) },
+            );
             ctx.address = name.clone();
             ctx.pattern = "dynamic".into();
             ctx.chan = name.clone();
@@ -776,8 +781,12 @@ impl Driver {
             }
             Ok(Node::Dynamic(n)) => {
                 if self.nodes.get(&n).is_some_and(|s| s.link.is_none()) {
-                    let mut ctx =
-                        self.new_ctx(channel, &attach.name, Role::Sender, LinkKind::NodeConsume { node: n.clone() });
+                    let mut ctx = self.new_ctx(
+                        channel,
+                        &attach.name,
+                        Role::Sender,
+                        LinkKind::NodeConsume { node: Rc::from(n.as_str()) },
+                    );
                     ctx.address = n.clone();
                     ctx.pattern = "dynamic".into();
                     ctx.chan = n.clone();
@@ -1204,7 +1213,7 @@ impl Driver {
             }
             LinkKind::NodeConsume { node } => {
                 let node = node.clone();
-                if let Some(n) = self.nodes.get_mut(&node) {
+                if let Some(n) = self.nodes.get_mut(&*node) {
                     if let Some(p) = n.unsettled.remove(&delivery_id) {
                         if outcome == Outcome::Requeue {
                             n.queue.push_back(p);
@@ -1245,7 +1254,7 @@ impl Driver {
             LinkKind::NodeConsume { node } => {
                 gauge(&self.shard.counters.links_sender, -1);
                 // A dynamic node lives as long as its link.
-                self.nodes.remove(&node);
+                self.nodes.remove(&*node);
             }
             LinkKind::Produce { target, .. } => {
                 gauge(&self.shard.counters.links_receiver, -1);
@@ -1728,7 +1737,7 @@ impl Driver {
             let zero = ctx.zero_total + ctx.zero_since.map_or(Duration::ZERO, |t| now.duration_since(t));
             let unsettled = match &ctx.kind {
                 LinkKind::Consume { unsettled, .. } => unsettled.len() as i64,
-                LinkKind::NodeConsume { node } => self.nodes.get(node).map_or(0, |n| n.unsettled.len() as i64),
+                LinkKind::NodeConsume { node } => self.nodes.get(&**node).map_or(0, |n| n.unsettled.len() as i64),
                 LinkKind::Produce { .. } => 0,
             };
             infos.push(LinkInfo {

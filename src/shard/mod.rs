@@ -109,6 +109,9 @@ pub struct Shard {
     outbox_wakers: Vec<Cell<Option<Waker>>>,
     local: RefCell<VecDeque<ShardMsg>>,
     pumping: Cell<bool>,
+    /// The homes' output buffer, kept between [`Self::pump_local`] calls (one
+    /// allocation per shard, not one per routed message).
+    home_out: Cell<Vec<ShardMsg>>,
     /// Wall clock (epoch ms) read once per driver turn, ring batch or tick: the
     /// homes use it instead of reading the clock for every message.
     clock_ms: Cell<u64>,
@@ -172,7 +175,7 @@ impl Shard {
         if self.pumping.replace(true) {
             return;
         }
-        let mut out = Vec::new();
+        let mut out = self.home_out.take();
         // The clock of this turn (driver turn, ring batch or tick), not one read per message.
         let now = self.clock_ms.get();
         // Runs of messages for one connection are common (a ring batch, a fan-out):
@@ -201,6 +204,10 @@ impl Shard {
                     }
                 }
             }
+        }
+        if out.capacity() <= 4096 {
+            // A large one (a burst of fan-out) is let go rather than kept.
+            self.home_out.set(out);
         }
         self.pumping.set(false);
     }
@@ -329,6 +336,7 @@ async fn shard_main(
         outbox_wakers: (0..shards).map(|_| Cell::new(None)).collect(),
         local: RefCell::new(VecDeque::new()),
         pumping: Cell::new(false),
+        home_out: Cell::new(Vec::new()),
         clock_ms: Cell::new(now_ms()),
         counters: ShardCounters::default(),
         registry: RefCell::new(metrics::Registry::default()),

@@ -1256,6 +1256,16 @@ impl Connection {
         let Some(s) = self.session_mut(ch) else { return Ok(()) };
         // The peer as receiver speaks of our outgoing deliveries, and vice versa.
         let map = if d.role == Role::Receiver { &mut s.out_unsettled } else { &mut s.in_unsettled };
+        let settled = d.settled();
+        if d.last() == d.first {
+            // One delivery (the common case): no list of hits.
+            let id = d.first;
+            let link = if settled { map.remove(&id) } else { map.get(&id).copied() };
+            if let Some(link) = link {
+                self.events.push_back(Event::Disposition { link, delivery_id: id, settled, state: d.state });
+            }
+            return Ok(());
+        }
         let first = SerialNumber(d.first);
         let last = SerialNumber(d.last());
         let span = d.last().wrapping_sub(d.first) as u64 + 1;
@@ -1271,7 +1281,6 @@ impl Connection {
             map.iter().filter(|(id, _)| SerialNumber(**id).in_range(first, last)).map(|(id, l)| (*id, *l)).collect()
         };
         hits.sort_by_key(|h| SerialNumber(h.0).diff(first));
-        let settled = d.settled();
         if settled {
             for (id, _) in &hits {
                 map.remove(id);
