@@ -95,7 +95,7 @@ def main():
     rows = [
         ("events 1→1, 100 B, pre-settled", "events", "msg/s delivered"),
         ("events 1→4 fan-out, 100 B", "fanout", "msg/s delivered (all subscribers)"),
-        ("queues at-least-once, 100 B (sluice: in-memory)", "queues", "msg/s consumed and accepted"),
+        ("queues at-least-once, 100 B (sluice: durable, fsync group commit)", "queues", "msg/s consumed and accepted"),
         ("events-store, 100 B (RabbitMQ: a classic queue)", "events-store", "msg/s delivered"),
         ("rpc (commands), 100 B", "rpc", "round trips/s"),
     ]
