@@ -29,7 +29,15 @@ pub fn with_delivery_header(payload: &Bytes, receive_count: u32) -> Bytes {
     header.first_acquirer = Some(receive_count <= 1);
     let mut out = BytesMut::with_capacity(payload.len() + 16);
     raw.encode_with_header(&header, &mut out);
-    out.freeze()
+    exact(out)
+}
+
+/// A rewritten message as `Bytes` of exactly its length (the spare room is given
+/// back in place): such a `Bytes` needs no separate reference-count allocation, and
+/// dropping it, the usual fate of a delivery once written, frees the buffer without
+/// an atomic update. (`freeze` of a buffer with spare room allocates that count.)
+fn exact(out: BytesMut) -> Bytes {
+    Bytes::from(Vec::from(out).into_boxed_slice())
 }
 
 /// The message with one more message-annotation (replacing one of the same key).
@@ -51,7 +59,7 @@ pub fn with_annotation(payload: &Bytes, key: &str, value: Value) -> Bytes {
     if let Some(f) = raw.footer_section() {
         out.extend_from_slice(f);
     }
-    out.freeze()
+    exact(out)
 }
 
 /// Rebuild a message with new properties and extra application-properties.
@@ -88,7 +96,7 @@ pub fn rebuild(raw: &RawMessage, properties: &Properties, extra: &[(&str, Value)
     if let Some(f) = raw.footer_section() {
         out.extend_from_slice(f);
     }
-    out.freeze()
+    exact(out)
 }
 
 /// The properties section, or an empty one.

@@ -104,6 +104,14 @@ pub fn header(kind: LogKind, shard: u16) -> [u8; HEADER_LEN] {
     h
 }
 
+/// Two big-endian u64s side by side.
+fn two_u64(a: u64, b: u64) -> [u8; 16] {
+    let mut f = [0u8; 16];
+    f[..8].copy_from_slice(&a.to_be_bytes());
+    f[8..].copy_from_slice(&b.to_be_bytes());
+    f
+}
+
 fn put_key(out: &mut Vec<u8>, key: &ChannelKey) {
     out.push(pattern_code(key.pattern));
     let name = key.name.as_bytes();
@@ -289,13 +297,18 @@ impl Journal {
         }
     }
 
+    /// A record whose body is the key (as [`put_key`] writes it), `fields`, then
+    /// `tail`, framed straight into the batch (no buffer per record).
+    fn push_keyed(&mut self, rtype: u8, key: &ChannelKey, fields: &[u8], tail: &[u8], live: bool) -> u64 {
+        let name = key.name.as_bytes();
+        let code = [pattern_code(key.pattern)];
+        let len = (name.len() as u16).to_be_bytes();
+        self.push(rtype, &[&code, &len, name, fields, tail], live)
+    }
+
     /// A queue message; returns its segment.
     pub fn queue_publish(&mut self, key: &ChannelKey, id: u64, ts: u64, payload: &[u8]) -> u64 {
-        let mut head = Vec::with_capacity(key.name.len() + 19);
-        put_key(&mut head, key);
-        head.extend_from_slice(&id.to_be_bytes());
-        head.extend_from_slice(&ts.to_be_bytes());
-        self.push(rtype::QUEUE_PUBLISH, &[&head, payload], true)
+        self.push_keyed(rtype::QUEUE_PUBLISH, key, &two_u64(id, ts), payload, true)
     }
 
     /// A queue message is gone for good; `seg` is where it was published.
@@ -303,10 +316,7 @@ impl Journal {
         if !self.enabled {
             return;
         }
-        let mut body = Vec::with_capacity(key.name.len() + 11);
-        put_key(&mut body, key);
-        body.extend_from_slice(&id.to_be_bytes());
-        self.push(rtype::QUEUE_ACK, &[&body], false);
+        self.push_keyed(rtype::QUEUE_ACK, key, &id.to_be_bytes(), &[], false);
         self.unref(seg);
     }
 
@@ -315,20 +325,15 @@ impl Journal {
         if !self.enabled {
             return;
         }
-        let mut body = Vec::with_capacity(key.name.len() + 15);
-        put_key(&mut body, key);
-        body.extend_from_slice(&id.to_be_bytes());
-        body.extend_from_slice(&count.to_be_bytes());
-        self.push(rtype::QUEUE_DELIVERED, &[&body], false);
+        let mut f = [0u8; 12];
+        f[..8].copy_from_slice(&id.to_be_bytes());
+        f[8..].copy_from_slice(&count.to_be_bytes());
+        self.push_keyed(rtype::QUEUE_DELIVERED, key, &f, &[], false);
     }
 
     /// An events-store event; returns its segment.
     pub fn store_publish(&mut self, key: &ChannelKey, seq: u64, ts: u64, payload: &[u8]) -> u64 {
-        let mut head = Vec::with_capacity(key.name.len() + 19);
-        put_key(&mut head, key);
-        head.extend_from_slice(&seq.to_be_bytes());
-        head.extend_from_slice(&ts.to_be_bytes());
-        let seg = self.push(rtype::STORE_PUBLISH, &[&head, payload], true);
+        let seg = self.push_keyed(rtype::STORE_PUBLISH, key, &two_u64(seq, ts), payload, true);
         if self.enabled {
             self.seq_marks.insert(key.clone(), seq + 1);
         }
