@@ -352,6 +352,9 @@ impl Driver {
                 buf.truncate(len + n);
                 r?
             };
+            // One monotonic and one wall-clock read per turn: the engine, the
+            // timers and message timestamps share them.
+            let now = self.now();
             match wake {
                 Wake::Read(0) => {
                     self.engine.handle_eof();
@@ -364,14 +367,11 @@ impl Driver {
                     } else if n < self.read_size / 4 {
                         self.read_size = (self.read_size / 2).max(READ_MIN);
                     }
-                    let now = self.now();
                     self.engine.process(now);
                 }
                 Wake::Inbox => {}
                 Wake::Timer => {}
             }
-            let now = self.now();
-            // One wall-clock read per turn: message timestamps share it.
             self.epoch_ms = self.shard.refresh_clock();
             self.engine.handle_timeout(now);
             self.expire_rpc();
@@ -1602,7 +1602,8 @@ impl Driver {
     }
 
     fn expire_rpc(&mut self) {
-        let now = now_ms();
+        // The turn's wall clock (read just before this is called).
+        let now = self.epoch_ms;
         while let Some(Reverse((t, _))) = self.deadlines.peek() {
             if *t > now {
                 break;
