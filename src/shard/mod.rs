@@ -61,14 +61,14 @@ pub struct Global {
 /// Messages for one connection, and how to wake its driver.
 #[derive(Default)]
 pub struct Inbox {
-    queue: RefCell<VecDeque<ShardMsg>>,
+    queue: RefCell<Vec<ShardMsg>>,
     waker: Cell<Option<Waker>>,
 }
 
 impl Inbox {
     /// Queue a message and wake the driver.
     pub fn push(&self, m: ShardMsg) {
-        self.queue.borrow_mut().push_back(m);
+        self.queue.borrow_mut().push(m);
         if let Some(w) = self.waker.take() {
             w.wake();
         }
@@ -76,7 +76,13 @@ impl Inbox {
 
     /// Take every queued message.
     pub fn drain(&self, into: &mut Vec<ShardMsg>) {
-        into.extend(self.queue.borrow_mut().drain(..));
+        let mut q = self.queue.borrow_mut();
+        if into.is_empty() {
+            // The usual case: trade buffers, nothing is copied.
+            std::mem::swap(&mut *q, into);
+        } else {
+            into.append(&mut q);
+        }
     }
 
     /// True when messages are waiting.
