@@ -1566,11 +1566,13 @@ impl Driver {
     }
 
     fn on_rpc_response(&mut self, seq: u64, nonce: u64, msg: Msg) {
-        if self.pending.get(&seq).is_none_or(|p| p.nonce != nonce) {
-            add(&self.shard.counters.rpc_late_responses, 1);
-            return;
-        }
-        let Some(p) = self.pending.remove(&seq) else { return };
+        let p = match self.pending.entry(seq) {
+            std::collections::hash_map::Entry::Occupied(e) if e.get().nonce == nonce => e.remove(),
+            _ => {
+                add(&self.shard.counters.rpc_late_responses, 1);
+                return;
+            }
+        };
         let Ok(raw) = sluice_proto::types::RawMessage::parse(&msg.payload) else { return };
         let executed_flag = message::app_property(&raw, "x-opt-kubemq-executed");
         let error = message::app_property(&raw, "x-opt-kubemq-error")

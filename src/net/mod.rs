@@ -87,10 +87,15 @@ fn place(shard: &Shard) -> usize {
             least = n;
         }
     }
-    if let Some(c) = counts.get(best) {
+    claim(shard, best)
+}
+
+/// Count a connection on shard `i` (undone by [`release`] on that shard); returns `i`.
+fn claim(shard: &Shard, i: usize) -> usize {
+    if let Some(c) = shard.global.shard_connections.get(i) {
         c.fetch_add(1, Ordering::SeqCst);
     }
-    best
+    i
 }
 
 async fn next(listener: &TcpListener) -> AcceptedTcpStream {
@@ -110,17 +115,11 @@ async fn next(listener: &TcpListener) -> AcceptedTcpStream {
 pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
     loop {
         let accepted = next(&listener).await;
-        if admit(&shard) {
-            // Over MaxConnections: only told so, where it landed.
-            if let Some(c) = shard.global.shard_connections.get(shard.id as usize) {
-                c.fetch_add(1, Ordering::SeqCst);
-            }
-            serve(&shard, accepted, tls, true);
-            continue;
-        }
-        let target = place(&shard);
+        let over_limit = admit(&shard);
+        // Over MaxConnections it is only told so, where it landed.
+        let target = if over_limit { claim(&shard, shard.id as usize) } else { place(&shard) };
         if target == shard.id as usize {
-            serve(&shard, accepted, tls, false);
+            serve(&shard, accepted, tls, over_limit);
         } else {
             let c = &shard.counters.connections_handed_over;
             c.set(c.get() + 1);
@@ -155,7 +154,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
         .detach();
         return;
     }
-    let acceptor = shard.tls.borrow().clone();
+    let acceptor = shard.tls.clone();
     glommio::spawn_local(async move {
         let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
         match acceptor {
@@ -179,8 +178,8 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
                     Err(e) => tracing::debug!(peer = %ip, error = %e, "TLS handshake failed"),
                 }
             }
-            // Every shard builds its TLS acceptor before it reads its rings; this is
-            // only reached if that ever changes.
+            // Every shard has the acceptor when any has the TLS listener (one
+            // configuration); not reached.
             None => tracing::warn!(peer = %ip, "TLS connection handed to a shard without TLS; closed"),
         }
         release(&shard2);

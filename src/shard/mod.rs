@@ -127,9 +127,9 @@ pub struct Shard {
     pub registry: RefCell<metrics::Registry>,
     /// The durable store's logs of this shard.
     pub journals: [Rc<RefCell<crate::store::Journal>>; 2],
-    /// TLS acceptor (set before the shard reads its rings, when TLS is on): serves
-    /// TLS connections handed over by other shards too.
-    pub tls: RefCell<Option<futures_rustls::TlsAcceptor>>,
+    /// TLS acceptor when the TLS listener is on: serves this shard's TLS connections
+    /// and those handed over by other shards.
+    pub tls: Option<futures_rustls::TlsAcceptor>,
 }
 
 impl Shard {
@@ -330,6 +330,10 @@ async fn shard_main(
     let mut home = Home::new(settings.max_receive_count, retention, qj.clone(), ej.clone());
     home.restore(recovered);
     let health = crate::store::Health { healthy: global.store_ok[id as usize].clone() };
+    let tls = crate::net::tls::server_config(&global.settings)
+        .map_err(std::io::Error::other)?
+        .filter(|_| global.settings.tls_port != 0)
+        .map(futures_rustls::TlsAcceptor::from);
     let shard = Rc::new(Shard {
         id,
         shards,
@@ -347,7 +351,7 @@ async fn shard_main(
         counters: ShardCounters::default(),
         registry: RefCell::new(metrics::Registry::default()),
         journals: [qj, ej],
-        tls: RefCell::new(None),
+        tls,
     });
     if durable {
         for (kind, sizes, j) in logs {
@@ -399,8 +403,6 @@ async fn shard_main(
             .detach(),
         );
     }
-    // No await from the spawns above to here: the TLS acceptor is in place before the
-    // rings are read (a TLS connection may be handed over from another shard).
     let mut accepts = Vec::new();
     let mut listening = Vec::new();
     if global.settings.port != 0 {
@@ -408,9 +410,7 @@ async fn shard_main(
         listening.push(fd);
         accepts.push(glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener, false)).detach());
     }
-    let tls = crate::net::tls::server_config(&global.settings).map_err(std::io::Error::other)?;
-    if let (Some(cfg), true) = (tls, global.settings.tls_port != 0) {
-        *shard.tls.borrow_mut() = Some(futures_rustls::TlsAcceptor::from(cfg));
+    if shard.tls.is_some() {
         let (listener, fd) = crate::net::bind(&global.settings, global.settings.tls_port)?;
         listening.push(fd);
         accepts.push(glommio::spawn_local(crate::net::accept_loop(shard.clone(), listener, true)).detach());

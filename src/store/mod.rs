@@ -104,21 +104,6 @@ pub fn header(kind: LogKind, shard: u16) -> [u8; HEADER_LEN] {
     h
 }
 
-/// Two big-endian u64s side by side.
-fn two_u64(a: u64, b: u64) -> [u8; 16] {
-    let mut f = [0u8; 16];
-    f[..8].copy_from_slice(&a.to_be_bytes());
-    f[8..].copy_from_slice(&b.to_be_bytes());
-    f
-}
-
-fn put_key(out: &mut Vec<u8>, key: &ChannelKey) {
-    out.push(pattern_code(key.pattern));
-    let name = key.name.as_bytes();
-    out.extend_from_slice(&(name.len() as u16).to_be_bytes());
-    out.extend_from_slice(name);
-}
-
 /// Pattern as stored.
 pub fn pattern_code(p: Pattern) -> u8 {
     match p {
@@ -297,18 +282,22 @@ impl Journal {
         }
     }
 
-    /// A record whose body is the key (as [`put_key`] writes it), `fields`, then
-    /// `tail`, framed straight into the batch (no buffer per record).
-    fn push_keyed(&mut self, rtype: u8, key: &ChannelKey, fields: &[u8], tail: &[u8], live: bool) -> u64 {
+    /// A record whose body is the channel key (pattern code, name length as u16,
+    /// name) followed by `rest` (at most three parts), framed straight into the batch
+    /// (no buffer per record). Every record that names a channel is written here.
+    fn push_keyed<const N: usize>(&mut self, rtype: u8, key: &ChannelKey, rest: [&[u8]; N], live: bool) -> u64 {
+        const { assert!(N <= 3) };
         let name = key.name.as_bytes();
         let code = [pattern_code(key.pattern)];
         let len = (name.len() as u16).to_be_bytes();
-        self.push(rtype, &[&code, &len, name, fields, tail], live)
+        let mut parts: [&[u8]; 6] = [&code, &len, name, &[], &[], &[]];
+        parts[3..3 + N].copy_from_slice(&rest);
+        self.push(rtype, &parts[..3 + N], live)
     }
 
     /// A queue message; returns its segment.
     pub fn queue_publish(&mut self, key: &ChannelKey, id: u64, ts: u64, payload: &[u8]) -> u64 {
-        self.push_keyed(rtype::QUEUE_PUBLISH, key, &two_u64(id, ts), payload, true)
+        self.push_keyed(rtype::QUEUE_PUBLISH, key, [&id.to_be_bytes(), &ts.to_be_bytes(), payload], true)
     }
 
     /// A queue message is gone for good; `seg` is where it was published.
@@ -316,7 +305,7 @@ impl Journal {
         if !self.enabled {
             return;
         }
-        self.push_keyed(rtype::QUEUE_ACK, key, &id.to_be_bytes(), &[], false);
+        self.push_keyed(rtype::QUEUE_ACK, key, [&id.to_be_bytes()], false);
         self.unref(seg);
     }
 
@@ -325,15 +314,12 @@ impl Journal {
         if !self.enabled {
             return;
         }
-        let mut f = [0u8; 12];
-        f[..8].copy_from_slice(&id.to_be_bytes());
-        f[8..].copy_from_slice(&count.to_be_bytes());
-        self.push_keyed(rtype::QUEUE_DELIVERED, key, &f, &[], false);
+        self.push_keyed(rtype::QUEUE_DELIVERED, key, [&id.to_be_bytes(), &count.to_be_bytes()], false);
     }
 
     /// An events-store event; returns its segment.
     pub fn store_publish(&mut self, key: &ChannelKey, seq: u64, ts: u64, payload: &[u8]) -> u64 {
-        let seg = self.push_keyed(rtype::STORE_PUBLISH, key, &two_u64(seq, ts), payload, true);
+        let seg = self.push_keyed(rtype::STORE_PUBLISH, key, [&seq.to_be_bytes(), &ts.to_be_bytes(), payload], true);
         if self.enabled {
             self.seq_marks.insert(key.clone(), seq + 1);
         }
@@ -355,19 +341,12 @@ impl Journal {
     }
 
     fn write_cursor(&mut self, key: &ChannelKey, id: &str, next: u64) {
-        let mut body = Vec::with_capacity(key.name.len() + id.len() + 13);
-        put_key(&mut body, key);
-        body.extend_from_slice(&(id.len() as u16).to_be_bytes());
-        body.extend_from_slice(id.as_bytes());
-        body.extend_from_slice(&next.to_be_bytes());
-        self.push(rtype::CURSOR, &[&body], false);
+        let id_len = (id.len() as u16).to_be_bytes();
+        self.push_keyed(rtype::CURSOR, key, [&id_len, id.as_bytes(), &next.to_be_bytes()], false);
     }
 
     fn write_seq_mark(&mut self, key: &ChannelKey, next: u64) {
-        let mut body = Vec::with_capacity(key.name.len() + 11);
-        put_key(&mut body, key);
-        body.extend_from_slice(&next.to_be_bytes());
-        self.push(rtype::SEQ_MARK, &[&body], false);
+        self.push_keyed(rtype::SEQ_MARK, key, [&next.to_be_bytes()], false);
     }
 
     /// Restore the cursor and sequence-mark state found by recovery.
