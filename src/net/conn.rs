@@ -1535,10 +1535,7 @@ impl Driver {
         let mut reply_to = String::with_capacity(64);
         let _ = write!(reply_to, "/responses/{}.{}.{seq}.{nonce:016x}", self.shard.id, self.id);
         let request_id = reply_to["/responses/".len()..].to_owned();
-        let correlation = match props.correlation_id.take() {
-            Some(c) => Some(c),
-            None => props.message_id.clone(),
-        };
+        let correlation = props.correlation_id.take().or_else(|| props.message_id.clone());
         let rewritten =
             Properties { reply_to: Some(reply_to), correlation_id: Some(Value::String(request_id)), ..props };
         let payload = message::rebuild(&raw, &rewritten, &[], true);

@@ -121,8 +121,7 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
         if target == shard.id as usize {
             serve(&shard, accepted, tls, over_limit);
         } else {
-            let c = &shard.counters.connections_handed_over;
-            c.set(c.get() + 1);
+            crate::shard::metrics::add(&shard.counters.connections_handed_over, 1);
             shard.route(ShardMsg::Adopt { shard: target as u16, stream: accepted, tls });
         }
     }

@@ -262,9 +262,7 @@ impl Shard {
                 // The link's Unsubscribe (sent when the connection ended) returns
                 // every unsettled delivery; nothing to do here.
             }
-            ShardMsg::RpcResponse { .. } => {
-                self.counters.rpc_late_responses.set(self.counters.rpc_late_responses.get() + 1)
-            }
+            ShardMsg::RpcResponse { .. } => metrics::add(&self.counters.rpc_late_responses, 1),
             _ => {}
         }
     }
