@@ -1192,7 +1192,7 @@ impl PubIo {
                 break;
             }
             let tag = DeliveryTag::from_u64(self.next_tag);
-            match self.wire.conn.send(self.link, tag, p.payload.clone(), false) {
+            match self.wire.conn.send_ref(self.link, tag, &p.payload, false) {
                 Ok(id) => {
                     self.next_tag += 1;
                     self.stats.sent += 1;

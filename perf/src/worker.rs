@@ -587,7 +587,7 @@ impl Worker {
                     let mut k = 0;
                     while k < n {
                         let tag = DeliveryTag::from_u64(p.next_tag);
-                        let Ok(id) = self.conn.send(p.link, tag, body.clone(), p.presettled) else { break };
+                        let Ok(id) = self.conn.send_ref(p.link, tag, &body, p.presettled) else { break };
                         if !p.presettled {
                             p.sent_at.insert(id, now);
                         }

@@ -1032,7 +1032,7 @@ impl Driver {
             };
             let tag = DeliveryTag::from_u64(ctx.next_tag);
             ctx.next_tag += 1;
-            match self.engine.send(link, tag, msg.payload.clone(), true) {
+            match self.engine.send_ref(link, tag, &msg.payload, true) {
                 Ok(_) => add(&self.shard.counters.transfers_out[pattern], 1),
                 Err(UsageError::SessionWindow) => {
                     self.held.push_back(Held { link, token: 0, payload: msg.payload, settled: true });
@@ -1490,7 +1490,7 @@ impl Driver {
             let Some(p) = n.queue.pop_front() else { break };
             let tag = DeliveryTag::from_u64(self.next_request);
             self.next_request += 1;
-            match self.engine.send(link, tag, p.clone(), false) {
+            match self.engine.send_ref(link, tag, &p, false) {
                 Ok(id) => {
                     n.unsettled.insert(id, p);
                 }

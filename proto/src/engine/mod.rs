@@ -1706,6 +1706,41 @@ impl Connection {
         }
     }
 
+    /// [`Self::send`] of a payload the caller keeps (e.g. one body sent many times):
+    /// a message that leaves at once in one frame, copied into the output buffer, is
+    /// written from the borrowed bytes, so neither a clone nor a drop of `payload`
+    /// (two atomic reference-count updates) is paid; anything else clones it.
+    pub fn send_ref(
+        &mut self,
+        id: LinkId,
+        tag: DeliveryTag,
+        payload: &Bytes,
+        settled: bool,
+    ) -> Result<u32, UsageError> {
+        let (ch, handle) = self.check_send(id)?;
+        let frame_size = self.send_max_frame_size as usize;
+        if payload.len() >= ZERO_COPY_THRESHOLD || payload.len() > frame_size - TRANSFER_OVERHEAD {
+            return Ok(self.send_checked(id, ch, handle, tag, payload.clone(), settled, 0));
+        }
+        // `check_send` saw room in the peer's window and nothing blocked: the frame
+        // leaves now, as the single-frame case of `send_checked` does.
+        let delivery_id = self.start_delivery(id, ch, settled);
+        let t = Transfer {
+            handle,
+            delivery_id: Some(delivery_id),
+            delivery_tag: Some(tag),
+            message_format: Some(0),
+            settled: Some(settled),
+            ..Default::default()
+        };
+        if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
+            s.remote_incoming_window -= 1;
+            s.next_outgoing_id = s.next_outgoing_id.wrapping_add(1);
+            self.out.transfer_frame_copied(ch, &t, payload);
+        }
+        Ok(delivery_id)
+    }
+
     /// Whether link `id` can send now; its channel and local handle when it can.
     fn check_send(&self, id: LinkId) -> Result<(u16, u32), UsageError> {
         if !self.is_open() {
@@ -1748,17 +1783,10 @@ impl Connection {
         let frame_size = self.send_max_frame_size as usize;
         let chunk = frame_size - TRANSFER_OVERHEAD;
         let frames = payload.len().div_ceil(chunk).max(1) as u32;
-        let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) else { return 0 };
-        let delivery_id = s.next_delivery_id;
-        s.next_delivery_id = delivery_id.wrapping_add(1);
-        if !settled {
-            s.out_unsettled.insert(delivery_id, id);
+        if self.session(ch).is_none() {
+            return 0;
         }
-        if let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::as_mut) {
-            l.link_credit -= 1;
-            l.delivery_count = l.delivery_count.wrapping_add(1);
-        }
-        self.flush_disposition();
+        let delivery_id = self.start_delivery(id, ch, settled);
         for i in 0..frames {
             let more = i + 1 < frames;
             let t = if i == 0 {
@@ -1787,6 +1815,26 @@ impl Connection {
                 }
             }
         }
+        delivery_id
+    }
+
+    /// The bookkeeping of a new outgoing delivery on link `id` of session `ch` (which
+    /// exists): its delivery-id, the unsettled entry, credit and delivery-count; any
+    /// pending DISPOSITION is written first so frames keep their order.
+    fn start_delivery(&mut self, id: LinkId, ch: u16, settled: bool) -> u32 {
+        let mut delivery_id = 0;
+        if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
+            delivery_id = s.next_delivery_id;
+            s.next_delivery_id = delivery_id.wrapping_add(1);
+            if !settled {
+                s.out_unsettled.insert(delivery_id, id);
+            }
+        }
+        if let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::as_mut) {
+            l.link_credit -= 1;
+            l.delivery_count = l.delivery_count.wrapping_add(1);
+        }
+        self.flush_disposition();
         delivery_id
     }
 

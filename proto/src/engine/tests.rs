@@ -855,3 +855,66 @@ fn pipelined_frames_after_open_are_not_counted_as_pre_open_traffic() {
     assert!(s.is_open());
     assert_eq!(local_error(&drain(&mut s)), None);
 }
+
+/// `send_ref` puts the same frames on the wire as `send` for every payload shape
+/// (empty, small, just below and at the zero-copy threshold, several frames, settled
+/// or not), and keeps no reference to a payload it copied.
+#[test]
+fn send_ref_writes_what_send_writes() {
+    let setup = || {
+        let mut server = Config::server("s");
+        server.max_frame_size = 4096;
+        let mut p = Pair::new(Config::client("c"), server);
+        drain(&mut p.client);
+        drain(&mut p.server);
+        let (_, c, s) = p.link(Role::Sender, "l");
+        p.server.grant_credit(s, 100, false).unwrap();
+        p.pump();
+        drain(&mut p.client);
+        drain(&mut p.server);
+        (p, c)
+    };
+    let (mut by_value, cv) = setup();
+    let (mut by_ref, cr) = setup();
+    let sizes = [0usize, 1, 100, 4000, ZERO_COPY_THRESHOLD - 1, ZERO_COPY_THRESHOLD, 10_000];
+    for (i, size) in sizes.into_iter().enumerate() {
+        for settled in [true, false] {
+            let payload: Bytes = (0..size).map(|b| (b * 13 % 251) as u8).collect::<Vec<_>>().into();
+            let tag = DeliveryTag::from_u64(i as u64 * 2 + settled as u64);
+            let a = by_value.client.send(cv, tag.clone(), payload.clone(), settled).unwrap();
+            let b = by_ref.client.send_ref(cr, tag, &payload, settled).unwrap();
+            assert_eq!(a, b, "delivery-id, size {size}");
+            if size > 0 && size < ZERO_COPY_THRESHOLD && size <= 4096 - TRANSFER_OVERHEAD {
+                assert!(payload.is_unique(), "size {size}: a copied payload is not kept");
+            }
+            let wa = collect_out(&mut by_value.client);
+            let wb = collect_out(&mut by_ref.client);
+            assert_eq!(wa, wb, "wire bytes, size {size}, settled {settled}");
+            assert_eq!(frames_of(&wb).len(), size.div_ceil(4096 - TRANSFER_OVERHEAD).max(1), "size {size}");
+            by_ref.server.handle_input(&wb, 0);
+            let ev = drain(&mut by_ref.server);
+            let d = deliveries(&ev);
+            assert_eq!(d.len(), 1, "size {size}: {ev:?}");
+            assert_eq!(d[0].payload, payload);
+            assert_eq!(d[0].settled, settled);
+        }
+    }
+    assert_eq!(by_ref.client.link_credit(cr), 100 - 2 * sizes.len() as u32);
+}
+
+/// Without credit, or with the peer's session window shut, `send_ref` refuses as
+/// `send` does and writes nothing.
+#[test]
+fn send_ref_refuses_without_credit_or_window() {
+    let mut p = Pair::open();
+    let (_, c, s) = p.link(Role::Receiver, "r");
+    let payload = Bytes::from_static(b"x");
+    assert_eq!(p.server.send_ref(s, DeliveryTag::from_u64(0), &payload, true), Err(UsageError::NoCredit));
+    p.client.grant_credit(c, 1, false).unwrap();
+    p.pump();
+    drain(&mut p.server);
+    p.server.send_ref(s, DeliveryTag::from_u64(0), &payload, true).unwrap();
+    assert_eq!(p.server.send_ref(s, DeliveryTag::from_u64(1), &payload, true), Err(UsageError::NoCredit));
+    p.pump();
+    assert_eq!(deliveries(&drain(&mut p.client)).len(), 1);
+}

@@ -39,7 +39,7 @@ impl Transmit {
     #[inline]
     pub fn transfer_frame(&mut self, channel: u16, t: &Transfer, payload: Bytes) {
         if payload.len() < ZERO_COPY_THRESHOLD {
-            write_frame(&mut self.buf, FRAME_TYPE_AMQP, channel, &TransferRef(t), &payload);
+            self.transfer_frame_copied(channel, t, &payload);
             return;
         }
         let at = self.buf.len();
@@ -50,6 +50,12 @@ impl Transmit {
         self.buf[at..at + 4].copy_from_slice(&size.to_be_bytes());
         self.chunks.push_back(self.buf.split().freeze());
         self.chunks.push_back(payload);
+    }
+
+    /// Queue one TRANSFER frame with its (small) payload copied into the buffer.
+    #[inline]
+    pub fn transfer_frame_copied(&mut self, channel: u16, t: &Transfer, payload: &[u8]) {
+        write_frame(&mut self.buf, FRAME_TYPE_AMQP, channel, &TransferRef(t), payload);
     }
 
     /// The next chunk to write.
