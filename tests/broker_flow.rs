@@ -231,6 +231,45 @@ fn events_hold_buffer_keeps_the_newest_and_signals_the_gap() {
     assert_eq!(b.metric("kubemq_amqp10_events_dropped_no_credit_total"), Some(15.0));
 }
 
+/// The hold buffer is bounded in bytes too (by `SLUICE_EVENTS_IN_FLIGHT_BYTES`): a
+/// subscriber that asks for a huge buffer of big events keeps only the newest that
+/// fit, and is told how many it missed.
+#[test]
+fn events_hold_buffer_is_bounded_in_bytes() {
+    let b = Broker::start(&[("SLUICE_EVENTS_IN_FLIGHT_BYTES", "65536")]);
+    let mut c = Client::connect(b.addr(), "ev").unwrap();
+    let ch = c.begin().unwrap();
+    let opts = props(&[("x-opt-sluice-events-buffer", Value::Uint(1_000_000))]);
+    let r = c.attach_receiver(ch, "r", Some("events/bytes"), &opts).unwrap();
+    let s = c
+        .attach_sender(ch, "s", Some("events/bytes"), &LinkOptions { presettled: true, ..Default::default() })
+        .unwrap();
+    c.wait_credit(s).unwrap();
+    // 40 events of 10 KiB at zero credit: 400 KiB asked for, 64 KiB allowed.
+    for i in 0..40u32 {
+        while c.engine().link_credit(s) == 0 {
+            c.pump(Duration::from_millis(5)).unwrap();
+        }
+        let mut body = vec![0u8; 10 * 1024];
+        body[..4].copy_from_slice(&i.to_be_bytes());
+        c.send(s, data_message(&body), true).unwrap();
+        c.flush().unwrap();
+    }
+    c.pump(Duration::from_millis(300)).unwrap();
+    c.engine().grant_credit(r, 100, false).unwrap();
+    let first = c.receive(r, WAIT).unwrap();
+    let first_index = u32::from_be_bytes(body(&first)[..4].try_into().unwrap());
+    let kept = 40 - first_index;
+    assert!((1..=7).contains(&kept), "kept {kept} events of 10 KiB under a 64 KiB bound");
+    assert_eq!(annotation(&first, "x-opt-sluice-dropped-before"), Some(Value::Ulong(first_index as u64)));
+    for want in first_index + 1..40 {
+        let d = c.receive(r, WAIT).unwrap();
+        assert_eq!(body(&d)[..4], want.to_be_bytes());
+    }
+    assert!(no_delivery_within(&mut c, r, Duration::from_millis(200)));
+    assert_eq!(b.metric("kubemq_amqp10_events_dropped_no_credit_total"), Some(first_index as f64));
+}
+
 #[test]
 fn at_most_once_subscribers_learn_how_many_events_they_missed() {
     let b = Broker::start(&[]);
@@ -251,6 +290,33 @@ fn at_most_once_subscribers_learn_how_many_events_they_missed() {
     let d = c.receive(r, WAIT).unwrap();
     assert_eq!(body(&d), 5u32.to_be_bytes());
     assert_eq!(annotation(&d, "x-opt-sluice-dropped-before"), Some(Value::Ulong(4)));
+}
+
+/// A peer's ack deadline of 2^64-1 seconds is taken as the largest the setting allows
+/// (u32 seconds): the delivery stays with its consumer instead of the deadline
+/// arithmetic overflowing (a panic in debug builds, an at-once expiry in release).
+#[test]
+fn a_huge_ack_deadline_does_not_overflow() {
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "ack").unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some("queues/forever"), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    let id = c.send(s, data_message(b"job"), false).unwrap();
+    c.wait_outcome(s, id).unwrap();
+    let opts = props(&[("x-opt-sluice-ack-deadline-seconds", Value::Ulong(u64::MAX))]);
+    let r = c.attach_receiver(ch, "r", Some("queues/forever"), &opts).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    let d = c.receive(r, WAIT).unwrap();
+    // Many 20 ms ticks later it has not come back.
+    assert!(no_delivery_within(&mut c, r, Duration::from_millis(500)), "redelivered at once");
+    let expired = b.metric("sluice_channel_ack_deadline_expired_total{pattern=\"queues\",channel=\"forever\"}");
+    assert_eq!(expired.unwrap_or(0.0), 0.0);
+    c.settle(r, d.delivery_id, DeliveryState::Accepted);
+    // The broker still serves: a new message goes through.
+    let id = c.send(s, data_message(b"next"), false).unwrap();
+    c.wait_outcome(s, id).unwrap();
+    assert_eq!(body(&c.receive(r, WAIT).unwrap()), b"next");
 }
 
 #[test]

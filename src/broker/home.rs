@@ -666,7 +666,7 @@ impl QueueChan {
                     if !c.presettled {
                         c.unsettled += 1;
                         c.unsettled_bytes += size;
-                        let deadline = if c.ack_deadline_ms > 0 { now_ms + c.ack_deadline_ms } else { 0 };
+                        let deadline = if c.ack_deadline_ms > 0 { now_ms.saturating_add(c.ack_deadline_ms) } else { 0 };
                         if deadline != 0 && (self.next_deadline == 0 || deadline < self.next_deadline) {
                             self.next_deadline = deadline;
                         }
@@ -741,7 +741,7 @@ impl QueueChan {
         let Some(ms) = self.consumers.iter().find(|c| c.sub == sub).map(|c| c.ack_deadline_ms) else { return };
         if let Some(u) = self.unacked.get_mut(&token) {
             if u.sub == sub && ms > 0 {
-                u.deadline = now_ms + ms;
+                u.deadline = now_ms.saturating_add(ms);
             }
         }
     }
@@ -801,8 +801,10 @@ struct EvSub {
     window: u64,
     group: Option<String>,
     selector: Option<Selector>,
-    /// Events kept at zero credit (at most `buffer`), oldest first.
+    /// Events kept at zero credit (at most `buffer` events and `window` payload
+    /// bytes), oldest first.
     held: VecDeque<Msg>,
+    held_bytes: u64,
     buffer: u32,
     /// Events this subscriber missed since its last delivery (gap signalling).
     missed: u64,
@@ -845,25 +847,30 @@ impl EvSub {
         }
     }
 
-    /// No credit: hold the event (dropping the oldest beyond the buffer) or drop it.
+    /// No credit: hold the event (dropping the oldest beyond the buffer's count, or
+    /// beyond the byte window: the newest event is always kept) or drop it.
     /// Returns how many events were dropped.
     fn hold_or_drop(&mut self, msg: Msg) -> u64 {
         if self.buffer == 0 {
             self.missed += 1;
             return 1;
         }
+        self.held_bytes += msg.payload.len() as u64;
         self.held.push_back(msg);
-        if self.held.len() > self.buffer as usize {
-            self.held.pop_front();
+        let mut dropped = 0;
+        while self.held.len() > self.buffer as usize || (self.held_bytes > self.window && self.held.len() > 1) {
+            let Some(old) = self.held.pop_front() else { break };
+            self.held_bytes -= old.payload.len() as u64;
             self.missed += 1;
-            return 1;
+            dropped += 1;
         }
-        0
+        dropped
     }
 
     fn flush_held(&mut self, out: &mut Vec<ShardMsg>) {
         while self.room() {
             let Some(m) = self.held.pop_front() else { break };
+            self.held_bytes -= m.payload.len() as u64;
             self.deliver(m);
         }
         self.flush(out);
@@ -889,6 +896,7 @@ impl EventsChan {
             group: spec.group,
             selector: spec.selector,
             held: VecDeque::new(),
+            held_bytes: 0,
             buffer: spec.events_buffer,
             missed: 0,
             pending: Vec::new(),

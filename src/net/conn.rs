@@ -888,8 +888,10 @@ impl Driver {
             max_outstanding_bytes: number("x-opt-sluice-max-outstanding-bytes").unwrap_or(st.max_outstanding_bytes),
             events_buffer: number("x-opt-sluice-events-buffer").map_or(st.events_buffer, |n| n.min(1 << 20) as u32),
             events_in_flight_bytes: st.events_in_flight_bytes,
+            // The same range as the setting (u32 seconds): a peer's huge value must not
+            // overflow the deadline arithmetic.
             ack_deadline_ms: number("x-opt-sluice-ack-deadline-seconds")
-                .unwrap_or(st.ack_deadline_seconds as u64)
+                .map_or(st.ack_deadline_seconds as u64, |n| n.min(u32::MAX as u64))
                 .saturating_mul(1000),
         };
         if let LinkKind::Consume { hold: h, .. } = &mut ctx.kind {

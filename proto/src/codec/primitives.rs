@@ -271,8 +271,13 @@ impl Encode for &str {
 }
 
 /// A symbolic value: ASCII only (part 1, 1.6.21).
+///
+/// The text is shared: a clone is a reference count, not a copy. That keeps the
+/// decoding of an array of described values linear in its size, since each element
+/// carries the array's one descriptor (a symbolic descriptor of `L` bytes and `N`
+/// elements would otherwise cost `N * L` bytes).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
-pub struct Symbol(String);
+pub struct Symbol(std::sync::Arc<str>);
 
 impl Symbol {
     /// A symbol from ASCII bytes.
@@ -281,15 +286,15 @@ impl Symbol {
             return Err(DecodeError::InvalidText);
         }
         // ASCII is valid UTF-8.
-        Ok(Symbol(String::from_utf8_lossy(raw).into_owned()))
+        Ok(Symbol(String::from_utf8_lossy(raw).into()))
     }
 
     /// A symbol from a static name; non-ASCII characters are replaced by `?`.
     pub fn new(name: &str) -> Self {
         if name.is_ascii() {
-            Symbol(name.to_owned())
+            Symbol(name.into())
         } else {
-            Symbol(name.chars().map(|c| if c.is_ascii() { c } else { '?' }).collect())
+            Symbol(name.chars().map(|c| if c.is_ascii() { c } else { '?' }).collect::<String>().into())
         }
     }
 
@@ -307,13 +312,13 @@ impl From<&str> for Symbol {
 
 impl PartialEq<str> for Symbol {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        &*self.0 == other
     }
 }
 
 impl PartialEq<&str> for Symbol {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        &*self.0 == *other
     }
 }
 

@@ -1417,6 +1417,43 @@ fn huge_array_counts_are_rejected_without_iterating() {
     assert!(fails::<Open>(&hex(open)).eq(&DecodeError::InvalidLength("array of zero-width elements")));
 }
 
+/// An array of described elements with a long symbolic descriptor: every element
+/// shares the one decoded descriptor, so decoding costs memory linear in the input
+/// (a copy per element would be N * L bytes: 100,000 x 4,000 = 400 MB here).
+#[test]
+fn array_elements_share_one_symbolic_descriptor() {
+    let name = "x".repeat(4000);
+    let count = 100_000u32;
+    let mut body = vec![0x00, 0xb3];
+    body.extend_from_slice(&(name.len() as u32).to_be_bytes());
+    body.extend_from_slice(name.as_bytes());
+    body.push(0x50); // ubyte elements
+    body.extend((0..count).map(|i| i as u8));
+    let mut wire = vec![0xf0];
+    wire.extend_from_slice(&(4 + body.len() as u32).to_be_bytes());
+    wire.extend_from_slice(&count.to_be_bytes());
+    wire.extend_from_slice(&body);
+    let mut d = Decoder::new(&wire);
+    let Value::Array(items) = Value::decode(&mut d).unwrap() else { panic!("not an array") };
+    assert_eq!(items.len(), count as usize);
+    let text = |v: &Value| match v {
+        Value::Described(b) => match &b.descriptor {
+            Descriptor::Symbol(s) => s.as_str().as_ptr(),
+            other => panic!("descriptor {other:?}"),
+        },
+        other => panic!("element {other:?}"),
+    };
+    let first = text(&items[0]);
+    assert!(items.iter().all(|v| text(v) == first), "each element copied the descriptor");
+    match &items[77] {
+        Value::Described(b) => {
+            assert_eq!(b.value, Value::Ubyte(77));
+            assert_eq!(b.descriptor, Descriptor::Symbol(Symbol::new(&name)));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
 /// `00 53 00` repeated: a described value describing a described value ...
 fn nested_described(levels: usize) -> Vec<u8> {
     let mut v = Vec::with_capacity(levels * 3 + 1);
