@@ -187,6 +187,12 @@ pub struct Journal {
     cursors: HashMap<(ChannelKey, String), u64>,
     seq_marks: HashMap<ChannelKey, u64>,
     dirty: Vec<((ChannelKey, String), u64)>,
+    /// Bytes of the cursor/mark snapshot at the start of the active segment: a
+    /// segment rolls after `SEGMENT_BYTES` of records beyond it, so a snapshot of any
+    /// size is written once per segment, not once per record.
+    snapshot_bytes: u64,
+    /// Writing a snapshot: no roll from inside it.
+    rolling: bool,
     waker: Option<Waker>,
     healthy: bool,
     /// Counters.
@@ -207,6 +213,8 @@ impl Journal {
             cursors: HashMap::new(),
             seq_marks: HashMap::new(),
             dirty: Vec::new(),
+            snapshot_bytes: 0,
+            rolling: false,
             waker: None,
             healthy: true,
             stats: JournalStats::default(),
@@ -259,7 +267,7 @@ impl Journal {
         if live {
             *self.live.entry(seg).or_insert(0) += 1;
         }
-        if self.active_bytes >= SEGMENT_BYTES {
+        if !self.rolling && self.active_bytes >= SEGMENT_BYTES.saturating_add(self.snapshot_bytes) {
             self.roll();
         }
         self.wake();
@@ -272,6 +280,13 @@ impl Journal {
         self.active_bytes = 0;
         self.live.entry(self.active).or_insert(0);
         self.batches.push_back((self.active, Vec::new(), 0));
+        self.write_snapshot();
+    }
+
+    /// Every durable cursor and sequence mark, at the start of the active segment.
+    fn write_snapshot(&mut self) {
+        self.rolling = true;
+        let start = self.active_bytes;
         let cursors: Vec<_> = self.cursors.iter().map(|(k, v)| (k.clone(), *v)).collect();
         for ((key, id), next) in cursors {
             self.write_cursor(&key, &id, next);
@@ -280,6 +295,8 @@ impl Journal {
         for (key, next) in marks {
             self.write_seq_mark(&key, next);
         }
+        self.snapshot_bytes = self.active_bytes - start;
+        self.rolling = false;
     }
 
     /// A record whose body is the channel key (pattern code, name length as u16,
@@ -354,14 +371,7 @@ impl Journal {
         self.cursors = cursors;
         self.seq_marks = marks;
         // The new segment starts with them, like every segment.
-        let cursors: Vec<_> = self.cursors.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        for ((key, id), next) in cursors {
-            self.write_cursor(&key, &id, next);
-        }
-        let marks: Vec<_> = self.seq_marks.iter().map(|(k, v)| (k.clone(), *v)).collect();
-        for (key, next) in marks {
-            self.write_seq_mark(&key, next);
-        }
+        self.write_snapshot();
     }
 
     /// A live record in `seg` is no longer needed.
@@ -645,4 +655,50 @@ fn reject(m: ShardMsg) -> ShardMsg {
 
 fn glommio_err(e: glommio::GlommioError<()>) -> std::io::Error {
     std::io::Error::other(e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn marks(j: &mut Journal, n: u32) {
+        let name = "n".repeat(250);
+        for i in 0..n {
+            j.seq_marks.insert(ChannelKey::new(Pattern::EventsStore, &format!("{name}{i}")), 1);
+        }
+    }
+
+    /// A snapshot of cursors and marks larger than a segment (about 83 MB here) is
+    /// written once when the segment rolls; the records after it stay in the new
+    /// segment until another `SEGMENT_BYTES` of them. (Before: every write of the
+    /// snapshot rolled again from inside itself, without end.)
+    #[test]
+    fn a_snapshot_larger_than_a_segment_is_written_once_per_segment() {
+        let mut j = Journal::enabled(LogKind::Events, 1, BTreeMap::new());
+        marks(&mut j, 300_000);
+        j.active_bytes = SEGMENT_BYTES - 1;
+        j.push(rtype::SEQ_MARK, &[b"first"], false);
+        assert_eq!(j.active, 2, "one roll");
+        assert!(j.snapshot_bytes > SEGMENT_BYTES, "snapshot {} bytes", j.snapshot_bytes);
+        assert_eq!(j.active_bytes, j.snapshot_bytes);
+        for _ in 0..10_000 {
+            j.push(rtype::SEQ_MARK, &[&[0u8; 100]], false);
+        }
+        assert_eq!(j.active, 2, "no roll per record");
+        let in_seg2: u64 = j.batches.iter().filter(|b| b.0 == 2).map(|b| b.2).sum();
+        assert_eq!(in_seg2, 300_000 + 10_000);
+    }
+
+    /// Restoring the same snapshot at start-up does not recurse either.
+    #[test]
+    fn restoring_a_snapshot_larger_than_a_segment() {
+        let mut j = Journal::enabled(LogKind::Events, 7, BTreeMap::new());
+        let mut big = Journal::disabled(LogKind::Events);
+        marks(&mut big, 300_000);
+        j.restore_marks(HashMap::new(), std::mem::take(&mut big.seq_marks));
+        assert_eq!(j.active, 7);
+        assert!(j.snapshot_bytes > SEGMENT_BYTES);
+        j.push(rtype::SEQ_MARK, &[b"next"], false);
+        assert_eq!(j.active, 7);
+    }
 }
