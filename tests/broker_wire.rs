@@ -301,3 +301,86 @@ fn connections_are_served_by_the_shard_with_the_fewest() {
         r.settle(l, d.delivery_id, DeliveryState::Accepted);
     }
 }
+
+/// `dynamic_nodes` of the connection with this container-id, from the admin API.
+fn dynamic_nodes(b: &Broker, container: &str) -> i64 {
+    let (status, body) = b.http("/api/amqp10/connections").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let c = v["connections"].as_array().unwrap().iter().find(|c| c["container_id"] == container).cloned();
+    c.unwrap_or_else(|| panic!("{container} not listed: {body}"))["dynamic_nodes"].as_i64().unwrap()
+}
+
+/// Wait (up to 5 s) for the admin API to report `want` dynamic nodes.
+fn wait_dynamic_nodes(b: &Broker, c: &mut Client, container: &str, want: i64) -> i64 {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        c.pump(Duration::from_millis(100)).unwrap();
+        let n = dynamic_nodes(b, container);
+        if n == want || Instant::now() > deadline {
+            return n;
+        }
+    }
+}
+
+/// A dynamic node lives as long as the link it was made for, also when the link is
+/// detached in the same write as its ATTACH (gone before the broker answers it), and
+/// keeps at most the link window of unsettled deliveries however much credit it has.
+#[test]
+fn dynamic_nodes_go_with_their_links_and_keep_at_most_a_window_unsettled() {
+    use sluice_proto::types::{Attach, AttachTarget, Role, Source, Target};
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "16")]);
+    let mut c = Client::connect(b.addr(), "dyn").unwrap();
+    let ch = c.begin().unwrap();
+    for i in 0..100 {
+        let attach = Attach {
+            name: format!("gone-{i}"),
+            role: Role::Receiver,
+            source: Some(Source { dynamic: Some(true), ..Default::default() }),
+            target: Some(AttachTarget::Target(Target::default())),
+            ..Default::default()
+        };
+        let link = c.engine().attach(ch, attach).unwrap();
+        c.engine().detach(link, None);
+    }
+    c.flush().unwrap();
+    assert_eq!(wait_dynamic_nodes(&b, &mut c, "dyn", 0), 0, "nodes left behind by links detached at once");
+
+    // A node with a consumer granting far more credit than the window.
+    let attach = Attach {
+        name: "replies".into(),
+        role: Role::Receiver,
+        source: Some(Source { dynamic: Some(true), ..Default::default() }),
+        target: Some(AttachTarget::Target(Target::default())),
+        ..Default::default()
+    };
+    let (r, reply) = c.attach_full(ch, attach).unwrap();
+    let node = reply.source.as_ref().and_then(|s| s.address.clone()).unwrap();
+    assert_eq!(wait_dynamic_nodes(&b, &mut c, "dyn", 1), 1);
+    c.engine().grant_credit(r, 1000, false).unwrap();
+    let s = c.attach_sender(ch, "to-node", Some(&node), &opts()).unwrap();
+    c.wait_credit(s).unwrap();
+    for i in 0..40u32 {
+        while c.engine().link_credit(s) == 0 {
+            c.pump(Duration::from_millis(5)).unwrap();
+        }
+        let id = c.send(s, data_message(&i.to_be_bytes()), false).unwrap();
+        c.wait_outcome(s, id).unwrap();
+    }
+    let mut got = Vec::new();
+    while let Ok(d) = c.receive(r, Duration::from_millis(500)) {
+        got.push(d);
+    }
+    assert_eq!(got.len(), 16, "unsettled deliveries beyond the window");
+    for d in got.drain(..4) {
+        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+    }
+    c.flush().unwrap();
+    while let Ok(d) = c.receive(r, Duration::from_millis(500)) {
+        got.push(d);
+    }
+    assert_eq!(got.len(), 16, "four settled, four more sent");
+    c.engine().detach(r, None);
+    c.flush().unwrap();
+    assert_eq!(wait_dynamic_nodes(&b, &mut c, "dyn", 0), 0);
+}

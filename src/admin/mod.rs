@@ -113,6 +113,8 @@ fn publish(snaps: &[ShardSnapshot]) {
     gauge!("kubemq_amqp10_sessions").set(gsum(1));
     gauge!("kubemq_amqp10_links", "role" => "sender").set(gsum(2));
     gauge!("kubemq_amqp10_links", "role" => "receiver").set(gsum(3));
+    let nodes: i64 = snaps.iter().flat_map(|s| s.connections.iter()).map(|c| c.dynamic_nodes).sum();
+    gauge!("sluice_dynamic_nodes").set(nodes.max(0) as f64);
     for (i, p) in PATTERNS.iter().enumerate() {
         counter!("kubemq_amqp10_transfers_total", "direction" => "in", "pattern" => p.as_str())
             .absolute(sum(&|s| s.transfers_in[i]));

@@ -157,7 +157,7 @@ struct Driver {
     epoch_ms: u64,
     rng: u64,
     registry_at: Instant,
-    registry_count: (usize, usize),
+    registry_count: (usize, usize, usize),
     /// Produce links whose credit top-up waits for a backed-up shard ring.
     deferred_topups: Vec<LinkId>,
     info: ConnectionInfo,
@@ -235,7 +235,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         epoch_ms: now_ms(),
         rng: seed(),
         registry_at: started,
-        registry_count: (usize::MAX, 0),
+        registry_count: (usize::MAX, 0, 0),
         deferred_topups: Vec::new(),
         info: ConnectionInfo {
             connected_at: rfc3339_now(),
@@ -511,7 +511,7 @@ impl Driver {
         match e {
             Event::Opened(open) => {
                 // Publish the new connection at once.
-                self.registry_count = (usize::MAX, 0);
+                self.registry_count = (usize::MAX, 0, 0);
                 self.info.container_id = sanitize(&open.container_id, 256);
                 self.info.client_id = self.identity.clone().unwrap_or_else(|| self.info.container_id.clone());
                 if let Some(p) = &open.properties {
@@ -738,6 +738,11 @@ impl Driver {
             ..Default::default()
         };
         if self.engine.attach_reply(link, reply).is_err() {
+            // The link went away before its answer (e.g. detached in the same read): a
+            // node minted for it must not outlive it.
+            if let (true, ProduceTarget::Node(n)) = (ctx.dynamic, &t) {
+                self.nodes.remove(n);
+            }
             return;
         }
         let _ = self.engine.grant_credit(link, window, false);
@@ -767,7 +772,7 @@ impl Driver {
             ctx.pattern = "dynamic".into();
             ctx.chan = name.clone();
             ctx.dynamic = true;
-            return self.finish_node_attach(link, ctx, &attach, reply_source, name);
+            return self.finish_node_attach(link, ctx, &attach, reply_source, name, true);
         }
         let addr = source.address.clone().unwrap_or_default();
         if addr.is_empty() {
@@ -791,7 +796,7 @@ impl Driver {
                     ctx.pattern = "dynamic".into();
                     ctx.chan = n.clone();
                     ctx.dynamic = true;
-                    return self.finish_node_attach(link, ctx, &attach, reply_source, n);
+                    return self.finish_node_attach(link, ctx, &attach, reply_source, n, false);
                 }
                 return self.refuse(link, condition::NOT_FOUND, "unknown dynamic node");
             }
@@ -906,7 +911,17 @@ impl Driver {
         self.route(ShardMsg::Subscribe { key, sub, spec: Box::new(spec) });
     }
 
-    fn finish_node_attach(&mut self, link: LinkId, ctx: LinkCtx, attach: &Attach, source: Source, node: String) {
+    /// Answer the ATTACH of a link consuming dynamic node `node` (`minted`: created
+    /// for this link).
+    fn finish_node_attach(
+        &mut self,
+        link: LinkId,
+        ctx: LinkCtx,
+        attach: &Attach,
+        source: Source,
+        node: String,
+        minted: bool,
+    ) {
         let reply = Attach {
             snd_settle_mode: Some(SenderSettleMode::Unsettled),
             rcv_settle_mode: Some(ReceiverSettleMode::First),
@@ -916,6 +931,10 @@ impl Driver {
             ..Default::default()
         };
         if self.engine.attach_reply(link, reply).is_err() {
+            // As for a dynamic target: a node minted for this link goes with it.
+            if minted {
+                self.nodes.remove(&node);
+            }
             return;
         }
         if let Some(n) = self.nodes.get_mut(&node) {
@@ -1488,7 +1507,9 @@ impl Driver {
     fn pump_node(&mut self, node: &str) {
         let Some(n) = self.nodes.get_mut(node) else { return };
         let Some(link) = n.link else { return };
-        while self.engine.link_credit(link) > 0 {
+        // Unsettled deliveries are kept (for a requeue): at most the link window.
+        let window = self.shard.global.settings.effective_max_unsettled() as usize;
+        while self.engine.link_credit(link) > 0 && n.unsettled.len() < window {
             let Some(p) = n.queue.pop_front() else { break };
             let tag = DeliveryTag::from_u64(self.next_request);
             self.next_request += 1;
@@ -1707,7 +1728,7 @@ impl Driver {
     /// Publish this connection's details for the admin API: at most four times a
     /// second, or when links come and go, so the hot path does not pay for it.
     fn refresh_registry(&mut self) {
-        let count = (self.sessions.len(), self.links.len());
+        let count = (self.sessions.len(), self.links.len(), self.nodes.len());
         if count == self.registry_count && self.registry_at.elapsed() < Duration::from_millis(250) {
             return;
         }
@@ -1719,6 +1740,7 @@ impl Driver {
         }
         self.info.sessions = self.sessions.len() as i64;
         self.info.links = self.links.len() as i64;
+        self.info.dynamic_nodes = self.nodes.len() as i64;
         reg.connections.insert(self.id, self.info.clone());
         let mut infos = Vec::with_capacity(self.links.len());
         let now = Instant::now();

@@ -78,6 +78,8 @@ pub struct ConnectionInfo {
     pub sessions: i64,
     /// Live links.
     pub links: i64,
+    /// Dynamic nodes the connection holds (sluice's own field).
+    pub dynamic_nodes: i64,
     /// RFC 3339.
     pub connected_at: String,
     /// Peer IP.
