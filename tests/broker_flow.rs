@@ -543,3 +543,65 @@ fn a_stalled_events_subscriber_with_huge_credit_costs_bounded_memory() {
     let published = (N + AFTER + 1) as u64;
     assert_eq!(annotation(&d, "x-opt-sluice-dropped-before"), Some(Value::Ulong(published - read)));
 }
+
+/// A consumer that floods range DISPOSITIONs re-reporting all its unsettled
+/// deliveries (10 million delivery states from 20,000 small frames) costs the broker
+/// bounded memory, everyone else is served meanwhile, and the deliveries settle after.
+#[test]
+fn a_flood_of_range_dispositions_costs_bounded_memory() {
+    use sluice_proto::frame::{write_frame, FRAME_TYPE_AMQP};
+    use sluice_proto::types::{Disposition, Performative, Received, Role};
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "flood").unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some("queues/flood"), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    for i in 0..500u32 {
+        while c.engine().link_credit(s) == 0 {
+            c.pump(Duration::from_millis(5)).unwrap();
+        }
+        let id = c.send(s, data_message(&i.to_be_bytes()), false).unwrap();
+        c.wait_outcome(s, id).unwrap();
+    }
+    // With an ack deadline, so each `received` state asks the home for a renewal.
+    let opts = props(&[("x-opt-sluice-ack-deadline-seconds", Value::Uint(600))]);
+    let r = c.attach_receiver(ch, "r", Some("queues/flood"), &opts).unwrap();
+    c.engine().grant_credit(r, 500, false).unwrap();
+    let ids: Vec<u32> = (0..500).map(|_| c.receive(r, WAIT).unwrap().delivery_id).collect();
+    let rss_before = common::rss_kib(b.pid());
+    let d = Disposition {
+        role: Role::Receiver,
+        first: 0,
+        last: Some(u32::MAX - 1),
+        settled: Some(false),
+        state: Some(DeliveryState::Received(Received { section_number: 0, section_offset: 0 })),
+        batchable: None,
+    };
+    let mut one = bytes::BytesMut::new();
+    write_frame(&mut one, FRAME_TYPE_AMQP, ch, &Performative::Disposition(d), &[]);
+    let chunk: Vec<u8> = one.iter().copied().cycle().take(one.len() * 2000).collect();
+    for _ in 0..10 {
+        c.write_raw(&chunk).unwrap();
+    }
+    // Someone else is served while the broker works through it.
+    let mut other = Client::connect(b.addr(), "other").unwrap();
+    let och = other.begin().unwrap();
+    let os = other.attach_sender(och, "s", Some("queues/other"), &LinkOptions::default()).unwrap();
+    other.wait_credit(os).unwrap();
+    let id = other.send(os, data_message(b"hello"), false).unwrap();
+    assert_eq!(other.wait_outcome(os, id).unwrap(), Some(DeliveryState::Accepted));
+    // The flooding consumer settles everything; nothing is redelivered or lost.
+    for id in ids {
+        c.settle(r, id, DeliveryState::Accepted);
+    }
+    c.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.metric("sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"flood\"}") != Some(0.0) {
+        assert!(Instant::now() < deadline, "deliveries never settled");
+        c.pump(Duration::from_millis(100)).unwrap();
+    }
+    assert!(no_delivery_within(&mut c, r, Duration::from_millis(300)));
+    let grown = common::rss_kib(b.pid()).saturating_sub(rss_before);
+    eprintln!("broker grew by {grown} KiB");
+    assert!(grown < 256 * 1024, "broker grew by {grown} KiB");
+}

@@ -124,6 +124,10 @@ impl Client {
         let now = self.now();
         if n > 0 {
             self.conn.handle_input(&self.buf[..n], now);
+            while self.conn.input_paused() {
+                self.collect();
+                self.conn.process(now);
+            }
         }
         self.conn.handle_timeout(now);
         self.collect();

@@ -399,6 +399,11 @@ impl<C: Send + 'static> Wire<C> {
     /// then take everything that is waiting: bytes go to the engine, commands to `cmds`.
     fn wait(&mut self, max: Duration, cmds: &mut Vec<C>) {
         let now = self.now();
+        if self.conn.input_paused() {
+            // Frames left behind a full event queue (drained by now) come first.
+            self.conn.process(now);
+            return;
+        }
         let until = self.conn.poll_timeout().map_or(max, |t| Duration::from_millis(t.saturating_sub(now)).min(max));
         match self.rx.recv_timeout(until) {
             Ok(i) => self.take(i, cmds),

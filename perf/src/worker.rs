@@ -690,8 +690,14 @@ impl Worker {
         self.fc_in.feed(&self.rbuf[..n]);
         let now = self.now_ms();
         self.conn.handle_input(&self.rbuf[..n], now);
-        while let Some(e) = self.conn.poll_event() {
-            self.on_event(e)?;
+        loop {
+            while let Some(e) = self.conn.poll_event() {
+                self.on_event(e)?;
+            }
+            if !self.conn.input_paused() {
+                break;
+            }
+            self.conn.process(now);
         }
         self.top_up_credit();
         Ok(true)

@@ -93,6 +93,8 @@ struct LinkCtx {
     /// Consume links: since when the link has had zero credit, and the time so far.
     zero_since: Option<Instant>,
     zero_total: Duration,
+    /// Consume links with an ack deadline: a `received` state renews the lease.
+    renews: bool,
     /// Consume links: payload bytes sent, deliveries and bytes sent since the last
     /// report to the home (events: it keeps a bounded window beyond it in flight).
     bytes_out: u64,
@@ -145,6 +147,8 @@ struct Driver {
     next_serial: u64,
     sessions: HashSet<u16>,
     nodes: HashMap<String, NodeState>,
+    /// Deliveries whose lease was renewed in this batch of events.
+    renewed: HashSet<(LinkId, u32)>,
     /// Pending requests by their number on this connection.
     pending: HashMap<u64, PendingRpc>,
     /// (deadline ms, request number).
@@ -226,6 +230,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         next_serial: 1,
         sessions: HashSet::default(),
         nodes: HashMap::default(),
+        renewed: HashSet::default(),
         pending: HashMap::default(),
         deadlines: BinaryHeap::new(),
         next_request: 1,
@@ -312,6 +317,15 @@ impl Driver {
             self.flush(stream).await?;
             if self.engine.is_closed() {
                 return Ok(());
+            }
+            if self.engine.input_paused() {
+                // Frames are still buffered behind a full event queue: take them before
+                // reading more, letting the shard's other tasks run first.
+                futures_lite::future::yield_now().await;
+                let now = self.now();
+                self.engine.process(now);
+                self.handle_events();
+                continue;
             }
             let deadline = self.next_deadline();
             let wake = {
@@ -476,6 +490,7 @@ impl Driver {
         while let Some(e) = self.engine.poll_event() {
             self.on_event(e);
         }
+        self.renewed.clear();
         self.flush_events();
         self.refresh_registry();
     }
@@ -647,6 +662,7 @@ impl Driver {
             next_tag: 0,
             zero_since: Some(Instant::now()),
             zero_total: Duration::ZERO,
+            renews: false,
             bytes_out: 0,
             unreported: (0, 0),
         }
@@ -902,6 +918,7 @@ impl Driver {
         if let LinkKind::Consume { hold: h, .. } = &mut ctx.kind {
             *h = hold;
         }
+        ctx.renews = spec.ack_deadline_ms > 0;
         let sub = self.sub(ctx.serial);
         if ctx.durable {
             self.engine.defer_detach_reply(link);
@@ -1193,12 +1210,16 @@ impl Driver {
         let terminal = settled || state.as_ref().is_some_and(DeliveryState::is_outcome);
         if !terminal {
             if let Some(DeliveryState::Received(_)) = state {
-                // The consumer is still working on it: renew its ack deadline.
-                if let Some(ctx) = self.links.get(&link) {
+                // The consumer is still working on it: renew its ack deadline, once per
+                // delivery per batch of input (a range DISPOSITION repeated thousands
+                // of times in one read must not become as many messages to the home).
+                if let Some(ctx) = self.links.get(&link).filter(|c| c.renews) {
                     if let LinkKind::Consume { key, unsettled, .. } = &ctx.kind {
                         if let Some(token) = unsettled.get(&delivery_id) {
-                            let (key, token, sub) = (key.clone(), *token, self.sub(ctx.serial));
-                            self.route(ShardMsg::Extend { key, sub, token });
+                            if self.renewed.insert((link, delivery_id)) {
+                                let (key, token, sub) = (key.clone(), *token, self.sub(ctx.serial));
+                                self.route(ShardMsg::Extend { key, sub, token });
+                            }
                         }
                     }
                 }

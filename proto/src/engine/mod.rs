@@ -40,6 +40,14 @@ pub const PRE_OPEN_MAX_FRAME_SIZE: u32 = 32 * 1024;
 /// Bytes a peer may send before its OPEN has been processed (headers, SASL, OPEN).
 pub const PRE_OPEN_MAX_BYTES: u64 = 64 * 1024;
 
+/// Events the engine buffers before it stops taking frames from its input. The
+/// frames left are processed by the next [`Connection::process`], once the caller has
+/// drained the events (see [`Connection::input_paused`]). Far above what a read of
+/// ordinary traffic gives; it bounds what frames that each make many events can cost
+/// in one read (a DISPOSITION over a range re-reports every unsettled delivery it
+/// covers, and a read can hold thousands of them).
+pub const EVENTS_PAUSE: usize = 65_536;
+
 /// Bytes of a TRANSFER frame that are not payload, at most: frame header (8) and
 /// the performative with every field that the engine writes.
 const TRANSFER_OVERHEAD: usize = 8 + 80;
@@ -424,6 +432,8 @@ pub struct Connection {
     window_dirty: bool,
     /// Bytes received while the connection was not yet open.
     pre_open_bytes: u64,
+    /// Frames were left in the input because [`EVENTS_PAUSE`] events were waiting.
+    input_paused: bool,
     now: u64,
     started_at: u64,
     last_rx: u64,
@@ -452,6 +462,7 @@ impl Connection {
             pending_disposition: None,
             window_dirty: false,
             pre_open_bytes: 0,
+            input_paused: false,
             now,
             started_at: now,
             last_rx: now,
@@ -515,9 +526,18 @@ impl Connection {
         Ok(())
     }
 
-    /// Process the frames buffered in [`Self::read_buffer`].
+    /// True when [`Self::process`] left complete frames in the input because
+    /// [`EVENTS_PAUSE`] events were waiting: drain the events, then call
+    /// [`Self::process`] again (without new input) until this is false.
+    pub fn input_paused(&self) -> bool {
+        self.input_paused
+    }
+
+    /// Process the frames buffered in [`Self::read_buffer`] (stopping early, see
+    /// [`Self::input_paused`], while [`EVENTS_PAUSE`] events are waiting).
     pub fn process(&mut self, now: u64) {
         self.now = now;
+        self.input_paused = false;
         if self.deframer.buffered() > 0 {
             self.last_rx = now;
         }
@@ -648,6 +668,10 @@ impl Connection {
                     self.on_header(&h, sasl_done)?;
                 }
                 _ => {
+                    if self.events.len() >= EVENTS_PAUSE {
+                        self.input_paused = self.deframer.buffered() > 0;
+                        return Ok(());
+                    }
                     let Some(frame) = self.deframer.next_frame()? else { return Ok(()) };
                     self.pre_open_budget(frame.body.len() + 8)?;
                     self.on_frame(frame)?;

@@ -918,3 +918,51 @@ fn send_ref_refuses_without_credit_or_window() {
     p.pump();
     assert_eq!(deliveries(&drain(&mut p.client)).len(), 1);
 }
+
+/// A read full of range DISPOSITIONs, each re-reporting every unsettled delivery,
+/// is taken `EVENTS_PAUSE` events at a time: the engine stops at a frame boundary,
+/// says so, and finishes the input on the next `process` once the events are drained.
+#[test]
+fn frames_that_make_many_events_are_taken_a_bounded_batch_at_a_time() {
+    let mut p = Pair::open();
+    let (ch, c, s) = p.link(Role::Receiver, "r");
+    p.client.grant_credit(c, 100, false).unwrap();
+    p.pump();
+    drain(&mut p.server);
+    for i in 0..100 {
+        p.server.send(s, DeliveryTag::from_u64(i), Bytes::from_static(b"m"), false).unwrap();
+    }
+    p.pump();
+    assert_eq!(deliveries(&drain(&mut p.client)).len(), 100);
+    let d = Disposition {
+        role: Role::Receiver,
+        first: 0,
+        last: Some(u32::MAX - 1),
+        settled: Some(false),
+        state: Some(DeliveryState::Received(crate::types::Received { section_number: 0, section_offset: 0 })),
+        batchable: None,
+    };
+    let one = raw(ch, Performative::Disposition(d), &[]);
+    let input: Vec<u8> = one.iter().copied().cycle().take(one.len() * 1000).collect();
+    p.server.handle_input(&input, 0);
+    assert!(p.server.input_paused());
+    let first = drain(&mut p.server);
+    assert!((EVENTS_PAUSE..EVENTS_PAUSE + 100).contains(&first.len()), "{} events in the first batch", first.len());
+    assert_eq!(first.len() % 100, 0, "stopped inside a frame");
+    p.server.process(0);
+    assert!(!p.server.input_paused());
+    let rest = drain(&mut p.server);
+    assert_eq!(first.len() + rest.len(), 100_000);
+    assert!(rest.iter().all(|e| matches!(e, Event::Disposition { settled: false, .. })));
+    // Still a working connection: settle everything.
+    let settle = Disposition {
+        role: Role::Receiver,
+        first: 0,
+        last: Some(99),
+        settled: Some(true),
+        state: Some(DeliveryState::Accepted),
+        batchable: None,
+    };
+    p.server.handle_input(&raw(ch, Performative::Disposition(settle), &[]), 0);
+    assert_eq!(drain(&mut p.server).len(), 100);
+}
