@@ -2460,3 +2460,70 @@ fn pre_auth_traffic_beyond_a_small_cap_is_closed_and_not_buffered() {
     }
     by.finish(&b);
 }
+
+/// Peak resident memory of a process, KiB.
+fn hwm_kib(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// A peer that fails authentication and then keeps sending while the broker waits
+/// out its one-second failure delay: nothing more is read from it (the engine takes
+/// no input until the verdict), so it costs no memory; it gets sasl-outcome `auth`
+/// and the socket closes.
+#[test]
+fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
+    let dir = common::fresh_dir("jwt");
+    let key = format!("{dir}/jwt.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef-test-secret").unwrap();
+    let b = Broker::start(&[("SLUICE_AUTH_ENABLED", "true"), ("SLUICE_AUTH_JWT_KEY_FILE", &key)]);
+    let mut s = connect(&b);
+    s.write_all(&SASL_HEADER).unwrap();
+    s.write_all(&sasl_init("PLAIN", Some(b"\0user\0not-a-token"))).unwrap();
+    let before = hwm_kib(b.pid());
+    let mut w = s.try_clone().unwrap();
+    let flood = std::thread::spawn(move || {
+        w.set_write_timeout(Some(Duration::from_millis(300))).unwrap();
+        let chunk = vec![0u8; 1 << 20];
+        let mut sent = 0u64;
+        while sent < 512 << 20 {
+            match w.write(&chunk) {
+                Ok(n) => sent += n as u64,
+                Err(_) => break,
+            }
+        }
+        sent
+    });
+    let mut got = Vec::new();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.read_to_end(&mut got);
+    let sent = flood.join().unwrap();
+    let grown = hwm_kib(b.pid()).saturating_sub(before);
+    assert!(grown < 64 * 1024, "broker peak memory grew by {grown} KiB while the peer sent {sent} bytes");
+    assert_eq!(&got[..8], &SASL_HEADER);
+    let mut de = Deframer::new(u32::MAX);
+    de.push(&got[8..]);
+    let frames: Vec<SaslFrame> =
+        std::iter::from_fn(|| de.next_frame().ok().flatten()).map(|f| f.decode_sasl().unwrap()).collect();
+    assert!(matches!(frames.last(), Some(SaslFrame::Outcome(SaslOutcome { code: 1, .. }))), "{frames:?}");
+    // Everyone else is still served: a client with a valid token publishes.
+    let exp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
+    let token = jsonwebtoken::encode(
+        &jsonwebtoken::Header::default(),
+        &serde_json::json!({ "sub": "ok", "exp": exp }),
+        &jsonwebtoken::EncodingKey::from_secret(b"0123456789abcdef0123456789abcdef-test-secret"),
+    )
+    .unwrap();
+    let mut cfg = Config::client("ok");
+    cfg.client_sasl = Some(sasl_plain("ok", &token));
+    let mut c = Client::connect_with(b.addr(), cfg).unwrap();
+    let ch = c.begin().unwrap();
+    let l = c.attach_sender(ch, "s", Some("queues/after-flood"), &LinkOptions::default()).unwrap();
+    c.wait_credit(l).unwrap();
+    let id = c.send(l, data_message(b"x"), false).unwrap();
+    assert_eq!(c.wait_outcome(l, id).unwrap(), Some(DeliveryState::Accepted));
+}

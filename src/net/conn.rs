@@ -334,22 +334,32 @@ impl Driver {
                 let mut timer = sleep.map(glommio::timer::Timer::new);
                 let inbox = self.inbox.clone();
                 let read_size = self.read_size;
+                let max_frame = self.settings().max_frame_size as usize;
                 let buf = self.engine.read_buffer();
                 if buf.is_empty() && buf.capacity() > 2 * READ_MAX {
                     // Let go of a large buffer once it is drained.
                     *buf = bytes::BytesMut::new();
                 }
                 let len = buf.len();
-                buf.resize(len + read_size, 0);
+                // What the engine left unprocessed is at most a partial frame, unless it
+                // takes no input at all for now (waiting for an authentication verdict,
+                // or closed): then nothing more is read until it does, so a peer that
+                // keeps sending meanwhile costs no memory.
+                let reading = len <= max_frame + 2 * READ_MAX;
+                if reading {
+                    buf.resize(len + read_size, 0);
+                }
                 let r = futures_lite::future::poll_fn(|cx| {
                     if !inbox.is_empty() {
                         return Poll::Ready(Ok(Wake::Inbox));
                     }
                     inbox.register(cx.waker());
-                    match Pin::new(&mut *stream).poll_read(cx, &mut buf[len..]) {
-                        Poll::Ready(Ok(n)) => return Poll::Ready(Ok(Wake::Read(n))),
-                        Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                        Poll::Pending => {}
+                    if reading {
+                        match Pin::new(&mut *stream).poll_read(cx, &mut buf[len..]) {
+                            Poll::Ready(Ok(n)) => return Poll::Ready(Ok(Wake::Read(n))),
+                            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                            Poll::Pending => {}
+                        }
                     }
                     if let Some(t) = timer.as_mut() {
                         if std::future::Future::poll(Pin::new(t), cx).is_ready() {
