@@ -208,6 +208,9 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     cfg.handshake_timeout_ms = s.handshake_timeout_seconds.saturating_mul(1000);
     cfg.handle_max = s.handle_max();
     cfg.max_message_size = s.max_message_size;
+    // Multi-frame messages being reassembled, over all links of one connection: two
+    // of the largest, and at least 256 MiB.
+    cfg.max_reassembly_bytes = s.max_message_size.saturating_mul(2).max(256 << 20);
     cfg.session_window = 2048;
     // Offered in the reference's order: EXTERNAL (verified client certificate only),
     // PLAIN, ANONYMOUS (only while authentication is disabled).

@@ -103,6 +103,10 @@ pub struct Config {
     pub limit_grace: u32,
     /// Largest incoming message, in bytes.
     pub max_message_size: u64,
+    /// Bytes of multi-frame messages being reassembled, over all links of the
+    /// connection (each link's is bounded by `max_message_size`); a frame that would
+    /// pass it detaches its link with `amqp:resource-limit-exceeded`.
+    pub max_reassembly_bytes: u64,
     /// Server: SASL mechanisms offered (empty: SASL refused).
     pub sasl_mechanisms: Vec<String>,
     /// Server: accept a connection that starts with the plain AMQP header.
@@ -133,6 +137,7 @@ impl Config {
             handle_max: 1023,
             limit_grace: 64,
             max_message_size: 100 * 1024 * 1024,
+            max_reassembly_bytes: 256 * 1024 * 1024,
             sasl_mechanisms: vec!["ANONYMOUS".into(), "PLAIN".into()],
             allow_no_sasl: true,
             sasl_auto_accept: true,
@@ -434,6 +439,8 @@ pub struct Connection {
     pre_open_bytes: u64,
     /// Frames were left in the input because [`EVENTS_PAUSE`] events were waiting.
     input_paused: bool,
+    /// Bytes held by the links' partial (multi-frame) messages.
+    partial_bytes: u64,
     now: u64,
     started_at: u64,
     last_rx: u64,
@@ -463,6 +470,7 @@ impl Connection {
             window_dirty: false,
             pre_open_bytes: 0,
             input_paused: false,
+            partial_bytes: 0,
             now,
             started_at: now,
             last_rx: now,
@@ -1163,7 +1171,8 @@ impl Connection {
         s.next_incoming_id = s.next_incoming_id.wrapping_add(1);
         self.window_dirty = true;
         let id = self.remote_link(ch, t.handle).map_err(|_| ProtocolError::ErrantTransfer(ch))?;
-        let Some(l) = self.link_mut(id) else { return Ok(()) };
+        let budget = self.config.max_reassembly_bytes;
+        let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::as_mut) else { return Ok(()) };
         match l.state {
             LinkState::DetachSent | LinkState::DetachReceived { .. } => return Ok(()), // in flight at the detach
             // Pipelined behind its ATTACH, before any credit could have been granted.
@@ -1177,7 +1186,13 @@ impl Connection {
                 "transfer on a link whose receiver is the peer",
             ));
         }
-        let mut partial = match l.partial.take() {
+        // A partial message taken out of its link is no longer counted; it is counted
+        // again (with what this frame adds) only if it goes back.
+        let taken = l.partial.take();
+        if let Some(p) = &taken {
+            self.partial_bytes -= p.data.len() as u64;
+        }
+        let mut partial = match taken {
             None => {
                 if t.aborted() {
                     return Ok(());
@@ -1226,8 +1241,16 @@ impl Connection {
                     };
                     return self.deliver(ch, d);
                 }
+                if self.partial_bytes + payload.len() as u64 > budget {
+                    return Err(ProtocolError::Link(
+                        id,
+                        condition::RESOURCE_LIMIT_EXCEEDED,
+                        "the connection's budget for messages being reassembled is used up",
+                    ));
+                }
                 let mut data = BytesMut::with_capacity(payload.len() * 4);
                 data.extend_from_slice(&payload);
+                self.partial_bytes += data.len() as u64;
                 l.partial =
                     Some(Partial { delivery_id, tag, settled, message_format: t.message_format.unwrap_or(0), data });
                 return Ok(());
@@ -1252,6 +1275,14 @@ impl Connection {
         partial.data.extend_from_slice(&payload);
         partial.settled |= t.settled();
         if t.more() {
+            if self.partial_bytes + partial.data.len() as u64 > budget {
+                return Err(ProtocolError::Link(
+                    id,
+                    condition::RESOURCE_LIMIT_EXCEEDED,
+                    "the connection's budget for messages being reassembled is used up",
+                ));
+            }
+            self.partial_bytes += partial.data.len() as u64;
             l.partial = Some(partial);
             return Ok(());
         }
@@ -1321,9 +1352,11 @@ impl Connection {
         let Some(l) = self.link(id) else { return Ok(()) };
         let we_detached = l.state == LinkState::DetachSent;
         if !we_detached && l.defer_detach && l.local_handle.is_some() {
-            if let Some(l) = self.link_mut(id) {
+            if let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::as_mut) {
                 l.state = LinkState::DetachReceived { closed: d.closed() };
-                l.partial = None;
+                if let Some(p) = l.partial.take() {
+                    self.partial_bytes -= p.data.len() as u64;
+                }
             }
             self.events.push_back(Event::Detached { link: id, closed: d.closed(), error: d.error, local: false });
             return Ok(());
@@ -1592,8 +1625,9 @@ impl Connection {
         let ch = l.channel;
         let was_attached_by_peer = l.remote_handle.is_some();
         l.state = LinkState::DetachSent;
-        l.partial = None;
+        let dropped = l.partial.take().map_or(0, |p| p.data.len() as u64);
         let handle = l.local_handle;
+        self.partial_bytes -= dropped;
         if let Some(h) = handle {
             let d = Detach { handle: h, closed: Some(true), error: error.clone() };
             self.write(ch, &Performative::Detach(d), &[]);
@@ -1619,6 +1653,9 @@ impl Connection {
 
     fn free_link(&mut self, id: LinkId) {
         let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::take) else { return };
+        if let Some(p) = &l.partial {
+            self.partial_bytes -= p.data.len() as u64;
+        }
         self.free_links.push(id.0);
         if let Some(s) = self.sessions.get_mut(l.channel as usize).and_then(Option::as_mut) {
             if let Some(h) = l.remote_handle {

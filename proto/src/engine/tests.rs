@@ -966,3 +966,55 @@ fn frames_that_make_many_events_are_taken_a_bounded_batch_at_a_time() {
     p.server.handle_input(&raw(ch, Performative::Disposition(settle), &[]), 0);
     assert_eq!(drain(&mut p.server).len(), 100);
 }
+
+/// Messages being reassembled on several links share one budget per connection: a
+/// frame that would pass it detaches its own link (resource-limit-exceeded) and
+/// frees what that link held; the other links carry on, and the budget is given back
+/// when a message completes, aborts or its link goes.
+#[test]
+fn reassembly_budget_is_shared_by_the_links_of_a_connection() {
+    let mut cfg = Config::server("s");
+    cfg.max_message_size = 1000;
+    cfg.max_reassembly_bytes = 1500;
+    let (mut s, _) = raw_server_with_receiver(cfg, 10);
+    for h in 1..3 {
+        s.handle_input(&raw(0, raw_attach(h, Role::Sender), &[]), 0);
+        let link = match drain(&mut s).into_iter().next() {
+            Some(Event::AttachRequested { link, .. }) => link,
+            other => panic!("{other:?}"),
+        };
+        s.attach_reply(link, Attach::default()).unwrap();
+        s.grant_credit(link, 10, false).unwrap();
+    }
+    collect_out(&mut s);
+    // Handles 0 and 1 each hold 700 bytes of a message: 1400 of 1500.
+    s.handle_input(&raw(0, raw_transfer(0, Some(0), true), &[1u8; 700]), 0);
+    s.handle_input(&raw(0, raw_transfer(1, Some(1), true), &[2u8; 700]), 0);
+    assert!(drain(&mut s).is_empty());
+    // Handle 2 would pass the budget with its first 200 bytes: its link goes.
+    s.handle_input(&raw(0, raw_transfer(2, Some(2), true), &[3u8; 200]), 0);
+    let ev = drain(&mut s);
+    assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:resource-limit-exceeded"), "{ev:?}");
+    // Handle 0 completes (its 700 + 100 are given back), then handle 1 can grow.
+    s.handle_input(&raw(0, raw_transfer(0, None, false), &[1u8; 100]), 0);
+    s.handle_input(&raw(0, raw_transfer(1, None, true), &[2u8; 250]), 0);
+    s.handle_input(&raw(0, raw_transfer(1, None, false), &[2u8; 50]), 0);
+    let ev = drain(&mut s);
+    let d = deliveries(&ev);
+    assert_eq!(d.len(), 2, "{ev:?}");
+    assert_eq!(d[0].payload.len(), 800);
+    assert_eq!(d[1].payload.len(), 1000);
+    assert!(local_error(&ev).is_none());
+    // Nothing is held now: a new message may use the whole budget's worth (within
+    // the per-message limit) on another link.
+    s.handle_input(&raw(0, raw_transfer(0, Some(3), true), &[4u8; 900]), 0);
+    s.handle_input(&raw(0, raw_transfer(1, Some(4), true), &[5u8; 550]), 0);
+    assert!(local_error(&drain(&mut s)).is_none());
+    // An aborted message gives its bytes back too.
+    let mut abort = Transfer { handle: 0, aborted: Some(true), ..Default::default() };
+    abort.more = None;
+    s.handle_input(&raw(0, Performative::Transfer(abort), &[]), 0);
+    s.handle_input(&raw(0, raw_transfer(1, None, true), &[5u8; 400]), 0);
+    let ev = drain(&mut s);
+    assert!(local_error(&ev).is_none(), "{ev:?}");
+}
