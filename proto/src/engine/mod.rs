@@ -48,6 +48,10 @@ pub const PRE_OPEN_MAX_BYTES: u64 = 64 * 1024;
 /// covers, and a read can hold thousands of them).
 pub const EVENTS_PAUSE: usize = 65_536;
 
+/// Empty frames are sent at half the peer's idle-time-out, but never more often than
+/// this: a peer that advertises 1 ms cannot make us write 2,000 frames a second.
+pub const MIN_HEARTBEAT_MS: u64 = 50;
+
 /// Bytes of a TRANSFER frame that are not payload, at most: frame header (8) and
 /// the performative with every field that the engine writes.
 const TRANSFER_OVERHEAD: usize = 8 + 80;
@@ -617,7 +621,7 @@ impl Connection {
                     at(self.last_rx + self.config.idle_timeout_ms as u64);
                 }
                 if self.peer_idle_timeout_ms > 0 {
-                    at(self.last_tx + (self.peer_idle_timeout_ms as u64 / 2).max(1));
+                    at(self.last_tx + (self.peer_idle_timeout_ms as u64 / 2).max(MIN_HEARTBEAT_MS));
                 }
             }
             _ => {
@@ -645,7 +649,7 @@ impl Connection {
                     return;
                 }
                 if self.peer_idle_timeout_ms > 0
-                    && now >= self.last_tx + (self.peer_idle_timeout_ms as u64 / 2).max(1)
+                    && now >= self.last_tx + (self.peer_idle_timeout_ms as u64 / 2).max(MIN_HEARTBEAT_MS)
                     && self.out.is_empty()
                 {
                     let mut b = BytesMut::new();

@@ -1018,3 +1018,20 @@ fn reassembly_budget_is_shared_by_the_links_of_a_connection() {
     let ev = drain(&mut s);
     assert!(local_error(&ev).is_none(), "{ev:?}");
 }
+
+/// A peer advertising a 1 ms idle-time-out gets an empty frame every
+/// `MIN_HEARTBEAT_MS`, not every half millisecond.
+#[test]
+fn heartbeats_are_not_sent_more_often_than_the_floor() {
+    let mut client = Config::client("c");
+    client.idle_timeout_ms = 2; // advertised as 1 ms
+    let mut p = Pair::new(client, Config::server("s"));
+    drain(&mut p.server);
+    collect_out(&mut p.server);
+    assert_eq!(p.server.poll_timeout(), Some(MIN_HEARTBEAT_MS));
+    p.server.handle_timeout(MIN_HEARTBEAT_MS - 1);
+    assert!(collect_out(&mut p.server).is_empty());
+    p.server.handle_timeout(MIN_HEARTBEAT_MS);
+    assert_eq!(collect_out(&mut p.server), vec![0, 0, 0, 8, 2, 0, 0, 0]);
+    assert_eq!(p.server.poll_timeout(), Some(2 * MIN_HEARTBEAT_MS));
+}
