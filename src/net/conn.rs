@@ -1602,6 +1602,7 @@ impl Driver {
         add(&self.shard.counters.rpc_requests[idx], 1);
         self.pending.insert(seq, PendingRpc { node, correlation, pattern: key.pattern, nonce });
         self.deadlines.push(Reverse((deadline, seq)));
+        compact_deadlines(&mut self.deadlines, &self.pending);
         self.route(ShardMsg::RpcRequest { key, msg: Msg { payload, received_ms: now }, deadline_ms: deadline });
         self.accept(ack);
         Ok(())
@@ -1948,4 +1949,41 @@ fn seed() -> u64 {
         }
     }
     (now_ms() ^ 0x9e37_79b9_7f4a_7c15) | 1
+}
+
+/// Drop the deadlines of requests already answered once they outnumber the pending
+/// ones by far: the heap then follows the requests in flight (bounded by
+/// `CONNECTORS_AMQP10_RPC_MAX_PENDING`), not the request rate times the timeout.
+/// Amortised O(1) per request: a compaction at least halves the heap.
+fn compact_deadlines<V>(deadlines: &mut BinaryHeap<Reverse<(u64, u64)>>, pending: &HashMap<u64, V>) {
+    if deadlines.len() > 2 * pending.len() + 1024 {
+        deadlines.retain(|Reverse((_, id))| pending.contains_key(id));
+    }
+}
+
+#[cfg(test)]
+mod deadline_tests {
+    use super::*;
+
+    /// 100,000 answered requests with long timeouts leave a heap the size of what is
+    /// still pending (plus the slack), and no pending request loses its deadline.
+    #[test]
+    fn answered_requests_do_not_keep_their_deadlines() {
+        let mut heap = BinaryHeap::new();
+        let mut pending: HashMap<u64, ()> = HashMap::default();
+        for seq in 0..100_000u64 {
+            pending.insert(seq, ());
+            heap.push(Reverse((1_000_000 + seq, seq)));
+            compact_deadlines(&mut heap, &pending);
+            // Every request but one in a hundred is answered at once.
+            if seq % 100 != 0 {
+                pending.remove(&seq);
+            }
+            assert!(heap.len() <= 2 * (pending.len() + 1) + 1025, "heap {} for {} pending", heap.len(), pending.len());
+        }
+        assert_eq!(pending.len(), 1000);
+        compact_deadlines(&mut heap, &pending);
+        let live: std::collections::HashSet<u64> = heap.iter().map(|Reverse((_, id))| *id).collect();
+        assert!(pending.keys().all(|id| live.contains(id)));
+    }
 }
