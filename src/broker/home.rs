@@ -386,6 +386,10 @@ impl Home {
             Pattern::Events => {
                 if let Some(e) = self.events.get_mut(&key) {
                     e.subs.retain(|s| s.sub != sub);
+                    // A group's round-robin position goes with its last member.
+                    let live: std::collections::HashSet<&str> =
+                        e.subs.iter().filter_map(|s| s.group.as_deref()).collect();
+                    e.group_rr.retain(|g, _| live.contains(g.as_str()));
                 }
             }
             Pattern::EventsStore => {
@@ -933,16 +937,26 @@ impl EventsChan {
             (Some(sel), Some(v)) => sel.matches(v),
             _ => true,
         };
-        let mut groups: Vec<String> = Vec::new();
+        // Groups and their matching members, in order of first appearance: one pass
+        // with a map, so many distinct groups cost O(subscribers), not O(groups x
+        // subscribers).
+        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
+        if self.subs.iter().any(|s| s.group.is_some()) {
+            let mut at: HashMap<&str, usize> = HashMap::default();
+            for (i, s) in self.subs.iter().enumerate() {
+                let Some(g) = s.group.as_deref() else { continue };
+                let k = *at.entry(g).or_insert_with(|| {
+                    groups.push((i, Vec::new()));
+                    groups.len() - 1
+                });
+                if matches(s) {
+                    groups[k].1.push(i);
+                }
+            }
+        }
         for i in 0..self.subs.len() {
             let s = &self.subs[i];
-            if let Some(g) = &s.group {
-                if !groups.contains(g) {
-                    groups.push(g.clone());
-                }
-                continue;
-            }
-            if !matches(s) {
+            if s.group.is_some() || !matches(s) {
                 continue;
             }
             let s = &mut self.subs[i];
@@ -953,14 +967,15 @@ impl EventsChan {
                 stats.events_dropped_no_credit += s.hold_or_drop(msg.clone());
             }
         }
-        for g in groups {
-            let members: Vec<usize> = (0..self.subs.len())
-                .filter(|i| self.subs[*i].group.as_deref() == Some(g.as_str()) && matches(&self.subs[*i]))
-                .collect();
+        for (first, members) in groups {
             if members.is_empty() {
                 continue;
             }
-            let rr = self.group_rr.entry(g).or_insert(0);
+            let Some(g) = self.subs[first].group.as_deref() else { continue };
+            let rr = match self.group_rr.get_mut(g) {
+                Some(rr) => rr,
+                None => self.group_rr.entry(g.to_owned()).or_insert(0),
+            };
             let pick = (0..members.len()).map(|k| members[(*rr + k) % members.len()]).find(|i| self.subs[*i].room());
             *rr = rr.wrapping_add(1);
             match pick {
