@@ -138,6 +138,9 @@ impl SelectorView {
     }
 }
 
+/// The longest string property (in bytes) a selector sees.
+pub const SELECTOR_MAX_STRING: usize = 1 << 20;
+
 fn to_selector_value(v: &Value) -> Option<SelectorValue> {
     Some(match v {
         Value::Bool(b) => SelectorValue::Bool(*b),
@@ -152,6 +155,10 @@ fn to_selector_value(v: &Value) -> Option<SelectorValue> {
         Value::Timestamp(t) => SelectorValue::Int(t.0),
         Value::Float(x) => SelectorValue::Float(*x as f64),
         Value::Double(x) => SelectorValue::Float(*x),
+        // Longer strings are out of a selector's reach (missing: unknown), so one
+        // evaluation costs bounded memory.
+        Value::String(s) if s.len() > SELECTOR_MAX_STRING => return None,
+        Value::Symbol(s) if s.as_str().len() > SELECTOR_MAX_STRING => return None,
         Value::String(s) => SelectorValue::Str(s.clone()),
         Value::Symbol(s) => SelectorValue::Str(s.as_str().to_owned()),
         Value::Char(c) => SelectorValue::Str(c.to_string()),
@@ -187,5 +194,32 @@ impl SelectorSource for SelectorView {
             "JMSXUserID" => p?.user_id.as_ref().map(|u| SelectorValue::Str(String::from_utf8_lossy(u).into_owned())),
             name => self.app.iter().find(|(k, _)| k == name).and_then(|(_, v)| to_selector_value(v)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::selector::{SelectorSource, SelectorValue};
+    use sluice_proto::codec::Encode;
+    use sluice_proto::types::{Body, Message};
+
+    /// A string property longer than `SELECTOR_MAX_STRING` is missing to selectors
+    /// (no copy of it per evaluation); shorter ones are seen as they are.
+    #[test]
+    fn selectors_do_not_see_huge_string_properties() {
+        let m = Message {
+            application_properties: Some(vec![
+                ("big".into(), Value::String("x".repeat(SELECTOR_MAX_STRING + 1))),
+                ("edge".into(), Value::String("y".repeat(SELECTOR_MAX_STRING))),
+                ("small".into(), Value::String("red".into())),
+            ]),
+            body: Body::Data(Bytes::from_static(b"b")),
+            ..Default::default()
+        };
+        let v = SelectorView::new(&m.to_bytes().freeze());
+        assert_eq!(v.get("big"), None);
+        assert!(matches!(v.get("edge"), Some(SelectorValue::Str(s)) if s.len() == SELECTOR_MAX_STRING));
+        assert_eq!(v.get("small"), Some(SelectorValue::Str("red".into())));
     }
 }

@@ -645,40 +645,57 @@ impl LikePattern {
         Ok(LikePattern { segments })
     }
 
-    /// Match `text`. Leftmost-first placement of each `%`-separated segment is optimal, so
-    /// this runs in O(pattern length x text length) without backtracking.
-    fn matches(&self, text: &str) -> bool {
+    /// Match `text`; `None` when the match would take more than [`LIKE_BUDGET`]
+    /// character comparisons (the caller treats that as unknown). Leftmost-first
+    /// placement of each `%`-separated segment is optimal, so this runs in
+    /// O(pattern length x text length) without backtracking; the budget caps what one
+    /// evaluation can cost a shard (a 4,096-character pattern against a long property
+    /// would otherwise take billions of comparisons per event).
+    fn matches(&self, text: &str) -> Option<bool> {
         let text: Vec<char> = text.chars().collect();
         let segs = &self.segments;
         let (Some(first), Some(last)) = (segs.first(), segs.last()) else {
-            return text.is_empty();
+            return Some(text.is_empty());
         };
         if segs.len() == 1 {
-            return text.len() == first.len() && segment_at(&text, 0, first);
+            return Some(text.len() == first.len() && segment_at(&text, 0, first));
         }
         if text.len() < first.len() + last.len() {
-            return false;
+            return Some(false);
         }
         let end = text.len() - last.len();
         if !segment_at(&text, 0, first) || !segment_at(&text, end, last) {
-            return false;
+            return Some(false);
         }
+        let mut budget = LIKE_BUDGET;
         let mut pos = first.len();
         for seg in &segs[1..segs.len() - 1] {
             if seg.is_empty() {
                 continue;
             }
             let Some(limit) = end.checked_sub(seg.len()) else {
-                return false;
+                return Some(false);
             };
-            match (pos..=limit).find(|&i| segment_at(&text, i, seg)) {
+            let mut found = None;
+            for i in pos..=limit {
+                // A window costs at most its length in comparisons.
+                budget = budget.checked_sub(seg.len())?;
+                if segment_at(&text, i, seg) {
+                    found = Some(i);
+                    break;
+                }
+            }
+            match found {
                 Some(i) => pos = i + seg.len(),
-                None => return false,
+                None => return Some(false),
             }
         }
-        true
+        Some(true)
     }
 }
+
+/// Character comparisons one LIKE evaluation may make before it gives up (unknown).
+const LIKE_BUDGET: usize = 1 << 24;
 
 /// Whether `seg` matches `text` starting at `at` (bounds-checked).
 fn segment_at(text: &[char], at: usize, seg: &[Option<char>]) -> bool {
@@ -789,7 +806,10 @@ fn eval_bool(node: &Node, msg: &dyn SelectorSource) -> Tri {
             _ => Tri::Unknown,
         },
         Node::Like { ident, pattern, negated } => match msg.get(ident) {
-            Some(SelectorValue::Str(s)) => Tri::from_bool(pattern.matches(&s)).negate_if(*negated),
+            Some(SelectorValue::Str(s)) => match pattern.matches(&s) {
+                Some(m) => Tri::from_bool(m).negate_if(*negated),
+                None => Tri::Unknown,
+            },
             _ => Tri::Unknown,
         },
         Node::IsNull { ident, negated } => Tri::from_bool(msg.get(ident).is_none()).negate_if(*negated),
@@ -1462,15 +1482,32 @@ mod tests {
     #[test]
     fn like_pattern_unit() {
         let p = LikePattern::compile("a%b_c%", None).unwrap();
-        assert!(p.matches("abxc"));
-        assert!(p.matches("azzzbxczzz"));
-        assert!(!p.matches("abc"));
+        assert_eq!(p.matches("abxc"), Some(true));
+        assert_eq!(p.matches("azzzbxczzz"), Some(true));
+        assert_eq!(p.matches("abc"), Some(false));
         let p = LikePattern::compile("", None).unwrap();
-        assert!(p.matches(""));
-        assert!(!p.matches("x"));
+        assert_eq!(p.matches(""), Some(true));
+        assert_eq!(p.matches("x"), Some(false));
         let p = LikePattern::compile("%", None).unwrap();
-        assert!(p.matches(""));
-        assert!(p.matches("anything"));
+        assert_eq!(p.matches(""), Some(true));
+        assert_eq!(p.matches("anything"), Some(true));
+    }
+
+    /// A long middle segment against a long text that almost matches everywhere would
+    /// take billions of comparisons: the evaluation gives up (unknown: neither LIKE
+    /// nor NOT LIKE selects the message), and a cheap match on the same text still
+    /// answers.
+    #[test]
+    fn like_gives_up_past_its_comparison_budget() {
+        let text = "a".repeat(1 << 20);
+        let seg = format!("%{}b%", "a".repeat(4000));
+        let p = LikePattern::compile(&seg, None).unwrap();
+        assert_eq!(p.matches(&text), None);
+        let m = empty().s("s", &text);
+        unknown(&format!("s LIKE '{seg}'"), &m);
+        unknown(&format!("s NOT LIKE '{seg}'"), &m);
+        yes("s LIKE '%aaa%'", &m);
+        yes("s NOT LIKE '%b%'", &m);
     }
 
     // --- IS NULL ---------------------------------------------------------------------------
