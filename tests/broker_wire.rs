@@ -384,3 +384,20 @@ fn dynamic_nodes_go_with_their_links_and_keep_at_most_a_window_unsettled() {
     c.flush().unwrap();
     assert_eq!(wait_dynamic_nodes(&b, &mut c, "dyn", 0), 0);
 }
+
+/// A link name over 1024 bytes is refused at link scope (invalid-field); the session
+/// goes on and a link with a normal name attaches on it.
+#[test]
+fn an_overlong_link_name_is_refused_at_link_scope() {
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "names").unwrap();
+    let ch = c.begin().unwrap();
+    let long = "n".repeat(1025);
+    let err = c.attach_sender(ch, &long, Some("queues/names"), &opts()).unwrap_err();
+    assert!(err.to_string().contains("amqp:invalid-field"), "{err}");
+    let ok = "n".repeat(1024);
+    let s = c.attach_sender(ch, &ok, Some("queues/names"), &opts()).unwrap();
+    c.wait_credit(s).unwrap();
+    let id = c.send(s, data_message(b"x"), false).unwrap();
+    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+}

@@ -39,6 +39,8 @@ const READ_MIN: usize = 4 * 1024;
 const READ_MAX: usize = 256 * 1024;
 /// Replies waiting in a dynamic node for credit, at most.
 const NODE_QUEUE_MAX: usize = 4096;
+/// Longest link name accepted, in bytes.
+const MAX_LINK_NAME: usize = 1024;
 /// How long a failed authentication waits before its outcome and the close.
 const AUTH_FAILURE_DELAY_MS: u64 = 1000;
 /// The selector filter keys.
@@ -638,6 +640,10 @@ impl Driver {
     fn on_attach(&mut self, link: LinkId, channel: u16, attach: Attach) {
         if attach.rcv_settle_mode() == ReceiverSettleMode::Second {
             return self.refuse(link, condition::NOT_IMPLEMENTED, "rcv-settle-mode second is not supported");
+        }
+        if attach.name.len() > MAX_LINK_NAME {
+            // Kept per link in several places, so bounded like every peer quantity.
+            return self.refuse(link, condition::INVALID_FIELD, "link name longer than 1024 bytes");
         }
         // The server's role is the inverse of the client's.
         let role = attach.role.peer();
