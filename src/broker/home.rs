@@ -188,7 +188,7 @@ impl Home {
         }
         for (key, max) in rec.queue_ids {
             let q = self.queue(&key);
-            q.next_id = q.next_id.max(max + 1);
+            q.next_id = q.next_id.max(max.saturating_add(1));
         }
         for (key, evs) in rec.events {
             let s = self.store(&key);
@@ -200,7 +200,7 @@ impl Home {
                     msg: Msg { payload: e.payload, received_ms: e.ts },
                     seg: e.seg,
                 });
-                s.next_seq = s.next_seq.max(seq + 1);
+                s.next_seq = s.next_seq.max(seq.saturating_add(1));
             }
         }
         for (key, next) in &rec.seq_marks {
@@ -582,7 +582,7 @@ impl QueueChan {
 
     fn publish(&mut self, msg: Msg, now_ms: u64, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
         let id = self.next_id;
-        self.next_id += 1;
+        self.next_id = self.next_id.wrapping_add(1);
         let mut j = self.journal.borrow_mut();
         let seg = j.queue_publish(&self.key, id, msg.received_ms, &msg.payload);
         if let Some(done) = done {
@@ -1071,7 +1071,7 @@ impl StoreChan {
 
     fn publish(&mut self, msg: Msg, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.wrapping_add(1);
         let mut j = self.journal.borrow_mut();
         let seg = j.store_publish(&self.key, seq, msg.received_ms, &msg.payload);
         if let Some(done) = done {

@@ -338,7 +338,7 @@ impl Journal {
     pub fn store_publish(&mut self, key: &ChannelKey, seq: u64, ts: u64, payload: &[u8]) -> u64 {
         let seg = self.push_keyed(rtype::STORE_PUBLISH, key, [&seq.to_be_bytes(), &ts.to_be_bytes(), payload], true);
         if self.enabled {
-            self.seq_marks.insert(key.clone(), seq + 1);
+            self.seq_marks.insert(key.clone(), seq.wrapping_add(1));
         }
         seg
     }

@@ -191,7 +191,7 @@ fn read_log(dir: &Path, kind: LogKind, mode: Mode, r: &mut RecoveredShard) -> Re
                                 r.torn.push((p, 0, size));
                             }
                             state.sizes.insert(id, offset as u64);
-                            state.next_segment = id + 1;
+                            state.next_segment = id.saturating_add(1);
                             return Ok(state);
                         }
                         offset
@@ -204,7 +204,7 @@ fn read_log(dir: &Path, kind: LogKind, mode: Mode, r: &mut RecoveredShard) -> Re
         };
         r.bytes += end as u64;
         state.sizes.insert(id, end as u64);
-        state.next_segment = id + 1;
+        state.next_segment = id.saturating_add(1);
     }
     Ok(state)
 }
@@ -349,7 +349,7 @@ fn apply(rt: u8, body: &[u8], seg: u64, r: &mut RecoveredShard) -> Result<(), &'
             let ts = b.u64()?;
             let payload = Bytes::copy_from_slice(b.b);
             let mark = r.seq_marks.entry(key.clone()).or_insert(1);
-            *mark = (*mark).max(seq + 1);
+            *mark = (*mark).max(seq.saturating_add(1));
             r.events.entry(key).or_default().insert(seq, RecoveredEvent { ts, payload, seg });
         }
         rtype::CURSOR => {
