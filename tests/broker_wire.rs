@@ -401,3 +401,25 @@ fn an_overlong_link_name_is_refused_at_link_scope() {
     let id = c.send(s, data_message(b"x"), false).unwrap();
     assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
 }
+
+/// Link names are per session and per role: another session may use a name, and a
+/// name is free again once its link has detached.
+#[test]
+fn a_link_name_is_free_again_once_its_link_has_detached() {
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "reuse").unwrap();
+    let ch = c.begin().unwrap();
+    let ch2 = c.begin().unwrap();
+    let s1 = c.attach_sender(ch, "same", Some("queues/reuse"), &opts()).unwrap();
+    let s2 = c.attach_sender(ch2, "same", Some("queues/reuse"), &opts()).unwrap();
+    c.wait_credit(s2).unwrap();
+    let err = c.attach_sender(ch, "same", Some("queues/reuse"), &opts()).unwrap_err();
+    assert!(err.to_string().contains("amqp:not-allowed"), "{err}");
+    c.engine().detach(s1, None);
+    c.flush().unwrap();
+    c.pump(Duration::from_millis(200)).unwrap();
+    let s3 = c.attach_sender(ch, "same", Some("queues/reuse"), &opts()).unwrap();
+    c.wait_credit(s3).unwrap();
+    let id = c.send(s3, data_message(b"again"), false).unwrap();
+    assert_eq!(c.wait_outcome(s3, id).unwrap(), Some(DeliveryState::Accepted));
+}

@@ -151,6 +151,10 @@ struct Driver {
     nodes: HashMap<String, NodeState>,
     /// Deliveries whose lease was renewed in this batch of events.
     renewed: HashSet<(LinkId, u32)>,
+    /// Links per session, and (session, role is sender, name) of every link: the
+    /// attach checks' indexes over `links`.
+    links_on: HashMap<u16, usize>,
+    link_names: HashSet<(u16, bool, String)>,
     /// Pending requests by their number on this connection.
     pending: HashMap<u64, PendingRpc>,
     /// (deadline ms, request number).
@@ -236,6 +240,8 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         sessions: HashSet::default(),
         nodes: HashMap::default(),
         renewed: HashSet::default(),
+        links_on: HashMap::default(),
+        link_names: HashSet::default(),
         pending: HashMap::default(),
         deadlines: BinaryHeap::new(),
         next_request: 1,
@@ -647,14 +653,14 @@ impl Driver {
         }
         // The server's role is the inverse of the client's.
         let role = attach.role.peer();
-        if self.links.values().any(|l| l.channel == channel && l.role == role && l.name == attach.name) {
+        if self.link_names.contains(&(channel, role == Role::Sender, attach.name.clone())) {
             return self.refuse(link, condition::NOT_ALLOWED, "duplicate link name");
         }
         if attach.handle > self.settings().handle_max() {
             // Pipelined before our BEGIN (with its handle-max) could be seen.
             return self.refuse(link, condition::RESOURCE_LIMIT_EXCEEDED, "handle above handle-max");
         }
-        let on_session = self.links.values().filter(|l| l.channel == channel).count();
+        let on_session = self.links_on.get(&channel).copied().unwrap_or(0);
         if on_session >= self.settings().max_links_per_session as usize {
             return self.refuse(link, condition::RESOURCE_LIMIT_EXCEEDED, "link limit reached");
         }
@@ -662,6 +668,32 @@ impl Driver {
             Role::Receiver => self.attach_produce(link, channel, attach),
             Role::Sender => self.attach_consume(link, channel, attach),
         }
+    }
+
+    /// Keep a link's context, with the per-session count and the name index that
+    /// attach checks use (constant time, however many links the connection has).
+    fn insert_link(&mut self, link: LinkId, ctx: LinkCtx) {
+        *self.links_on.entry(ctx.channel).or_insert(0) += 1;
+        self.link_names.insert((ctx.channel, ctx.role == Role::Sender, ctx.name.clone()));
+        if let Some(old) = self.links.insert(link, ctx) {
+            self.unindex_link(&old);
+        }
+    }
+
+    fn remove_link(&mut self, link: LinkId) -> Option<LinkCtx> {
+        let ctx = self.links.remove(&link)?;
+        self.unindex_link(&ctx);
+        Some(ctx)
+    }
+
+    fn unindex_link(&mut self, ctx: &LinkCtx) {
+        if let Some(n) = self.links_on.get_mut(&ctx.channel) {
+            *n -= 1;
+            if *n == 0 {
+                self.links_on.remove(&ctx.channel);
+            }
+        }
+        self.link_names.remove(&(ctx.channel, ctx.role == Role::Sender, ctx.name.clone()));
     }
 
     fn new_ctx(&mut self, channel: u16, name: &str, role: Role, kind: LinkKind) -> LinkCtx {
@@ -782,7 +814,7 @@ impl Driver {
         }
         let _ = self.engine.grant_credit(link, window, false);
         self.serials.insert(ctx.serial, link);
-        self.links.insert(link, ctx);
+        self.insert_link(link, ctx);
         gauge(&self.shard.counters.links_receiver, 1);
     }
 
@@ -943,7 +975,7 @@ impl Driver {
             self.engine.defer_detach_reply(link);
         }
         self.serials.insert(ctx.serial, link);
-        self.links.insert(link, ctx);
+        self.insert_link(link, ctx);
         self.route(ShardMsg::Subscribe { key, sub, spec: Box::new(spec) });
     }
 
@@ -977,7 +1009,7 @@ impl Driver {
             n.link = Some(link);
         }
         self.serials.insert(ctx.serial, link);
-        self.links.insert(link, ctx);
+        self.insert_link(link, ctx);
         gauge(&self.shard.counters.links_sender, 1);
     }
 
@@ -1005,7 +1037,7 @@ impl Driver {
                 }
             }
             Err((cond, why)) => {
-                self.links.remove(&link);
+                self.remove_link(link);
                 self.serials.remove(&serial);
                 self.refuse(link, cond, why);
             }
@@ -1293,7 +1325,7 @@ impl Driver {
     }
 
     fn on_detached(&mut self, link: LinkId) {
-        let Some(ctx) = self.links.remove(&link) else { return };
+        let Some(ctx) = self.remove_link(link) else { return };
         self.serials.remove(&ctx.serial);
         self.held.retain(|h| h.link != link);
         let sub = self.sub(ctx.serial);
