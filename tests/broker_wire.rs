@@ -423,3 +423,34 @@ fn a_link_name_is_free_again_once_its_link_has_detached() {
     let id = c.send(s3, data_message(b"again"), false).unwrap();
     assert_eq!(c.wait_outcome(s3, id).unwrap(), Some(DeliveryState::Accepted));
 }
+
+/// Links attached in quick succession are published to the admin API in batches (at
+/// most every 20 ms), and the last change is published by a timer even when the
+/// connection then goes quiet.
+#[test]
+fn the_last_of_many_quick_attaches_reaches_the_admin_api() {
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "many-links").unwrap();
+    let ch = c.begin().unwrap();
+    for i in 0..200 {
+        c.attach_sender(ch, &format!("l{i}"), Some("queues/many"), &opts()).unwrap();
+    }
+    // Nothing more is sent on the connection from here on.
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let (status, body) = b.http("/api/amqp10/connections").unwrap();
+        assert_eq!(status, 200);
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        let links = v["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["container_id"] == "many-links")
+            .map(|c| c["links"].as_i64().unwrap());
+        if links == Some(200) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "listed with {links:?} links");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -167,6 +167,8 @@ struct Driver {
     epoch_ms: u64,
     rng: u64,
     registry_at: Instant,
+    /// A deferred registry refresh is due at this driver time (ms).
+    registry_due: Option<u64>,
     registry_count: (usize, usize, usize),
     /// Produce links whose credit top-up waits for a backed-up shard ring.
     deferred_topups: Vec<LinkId>,
@@ -251,6 +253,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         epoch_ms: now_ms(),
         rng: seed(),
         registry_at: started,
+        registry_due: None,
         registry_count: (usize::MAX, 0, 0),
         deferred_topups: Vec::new(),
         info: ConnectionInfo {
@@ -459,6 +462,9 @@ impl Driver {
         if !self.deferred_topups.is_empty() {
             let soon = self.now() + 2;
             rpc = Some(rpc.map_or(soon, |t| t.min(soon)));
+        }
+        if let Some(t) = self.registry_due {
+            rpc = Some(rpc.map_or(t, |r| r.min(t)));
         }
         match (self.engine.poll_timeout(), rpc) {
             (Some(a), Some(b)) => Some(a.min(b)),
@@ -1799,12 +1805,24 @@ impl Driver {
     // ------------------------------------------------------------ registry and teardown
 
     /// Publish this connection's details for the admin API: at most four times a
-    /// second, or when links come and go, so the hot path does not pay for it.
+    /// second, or when links come and go, so the hot path does not pay for it. A
+    /// refresh copies every link's details, so while links come and go it runs at
+    /// most every 20 ms (a timer catches the last change), not once per ATTACH.
     fn refresh_registry(&mut self) {
         let count = (self.sessions.len(), self.links.len(), self.nodes.len());
-        if count == self.registry_count && self.registry_at.elapsed() < Duration::from_millis(250) {
+        let since = self.registry_at.elapsed();
+        if count == self.registry_count && since < Duration::from_millis(250) {
             return;
         }
+        const MIN_GAP: Duration = Duration::from_millis(20);
+        // A new connection (marked by usize::MAX) is published at once.
+        if since < MIN_GAP && self.registry_count.0 != usize::MAX {
+            if self.registry_due.is_none() {
+                self.registry_due = Some(self.now() + (MIN_GAP - since).as_millis() as u64 + 1);
+            }
+            return;
+        }
+        self.registry_due = None;
         self.registry_count = count;
         self.registry_at = Instant::now();
         let mut reg = self.shard.registry.borrow_mut();
