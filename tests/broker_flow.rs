@@ -605,3 +605,65 @@ fn a_flood_of_range_dispositions_costs_bounded_memory() {
     eprintln!("broker grew by {grown} KiB");
     assert!(grown < 256 * 1024, "broker grew by {grown} KiB");
 }
+
+/// A peer that keeps its session window shut while many of its links take events
+/// cannot make the broker hold every link's window: past four windows
+/// (`SLUICE_EVENTS_IN_FLIGHT_BYTES` x 4) held on the connection, the link that goes
+/// over is detached with resource-limit-exceeded and its waiting events are counted
+/// as dropped; a subscriber on another connection gets every event.
+#[test]
+fn a_connection_holding_events_behind_shut_windows_is_bounded() {
+    let b = Broker::start(&[("SLUICE_EVENTS_IN_FLIGHT_BYTES", "65536")]);
+    let mut cfg = sluice_proto::engine::Config::client("shut");
+    cfg.session_window = 0;
+    let mut shut = Client::connect_with(b.addr(), cfg).unwrap();
+    let ch = shut.begin().unwrap();
+    let links: Vec<LinkId> = (0..8)
+        .map(|i| {
+            let r = shut.attach_receiver(ch, &format!("r{i}"), Some("events/shut"), &LinkOptions::default()).unwrap();
+            shut.engine().grant_credit(r, 100_000, false).unwrap();
+            r
+        })
+        .collect();
+    let mut fine = Client::connect(b.addr(), "fine").unwrap();
+    let fch = fine.begin().unwrap();
+    let fr = fine.attach_receiver(fch, "r", Some("events/shut"), &LinkOptions::default()).unwrap();
+    fine.engine().grant_credit(fr, 100_000, false).unwrap();
+    shut.pump(Duration::from_millis(200)).unwrap();
+    fine.pump(Duration::from_millis(200)).unwrap();
+    let mut p = Client::connect(b.addr(), "pub").unwrap();
+    let pch = p.begin().unwrap();
+    let s = p
+        .attach_sender(pch, "p", Some("events/shut"), &LinkOptions { presettled: true, ..Default::default() })
+        .unwrap();
+    p.wait_credit(s).unwrap();
+    let body = vec![7u8; 1024];
+    for _ in 0..1000 {
+        while p.engine().link_credit(s) == 0 {
+            p.pump(Duration::from_millis(5)).unwrap();
+        }
+        p.send(s, data_message(&body), true).unwrap();
+        p.flush().unwrap();
+        // Keep the fine subscriber reading so its own window keeps moving.
+        fine.pump(Duration::from_millis(0)).unwrap();
+    }
+    let mut got = 0;
+    while fine.receive(fr, Duration::from_millis(500)).is_ok() {
+        got += 1;
+    }
+    assert_eq!(got, 1000, "the other connection's subscriber misses nothing");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut detached = Vec::new();
+    while Instant::now() < deadline && detached.is_empty() {
+        shut.pump(Duration::from_millis(100)).unwrap();
+        for e in shut.take_events() {
+            if let Event::Detached { link, error: Some(err), .. } = e {
+                assert_eq!(err.condition, "amqp:resource-limit-exceeded");
+                assert!(links.contains(&link));
+                detached.push(link);
+            }
+        }
+    }
+    assert!(!detached.is_empty(), "no link was detached");
+    assert!(b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap_or(0.0) > 0.0);
+}

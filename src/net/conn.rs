@@ -161,6 +161,8 @@ struct Driver {
     deadlines: BinaryHeap<Reverse<(u64, u64)>>,
     next_request: u64,
     held: VecDeque<Held>,
+    /// Payload bytes in `held`.
+    held_bytes: u64,
     reject: Option<Error>,
     read_size: usize,
     /// Wall clock (ms since the epoch) read once per driver turn.
@@ -248,6 +250,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         deadlines: BinaryHeap::new(),
         next_request: 1,
         held: VecDeque::new(),
+        held_bytes: 0,
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
         read_size: READ_MIN,
         epoch_ms: now_ms(),
@@ -1130,7 +1133,7 @@ impl Driver {
             match self.engine.send_ref(link, tag, &msg.payload, true) {
                 Ok(_) => add(&self.shard.counters.transfers_out[pattern], 1),
                 Err(UsageError::SessionWindow) => {
-                    self.held.push_back(Held { link, token: 0, payload: msg.payload, settled: true });
+                    self.hold(Held { link, token: 0, payload: msg.payload, settled: true });
                     break;
                 }
                 Err(_) => break,
@@ -1163,7 +1166,7 @@ impl Driver {
             msg.payload
         };
         if !self.held.is_empty() {
-            self.held.push_back(Held { link, token, payload, settled });
+            self.hold(Held { link, token, payload, settled });
             return;
         }
         self.send_consumed(link, pattern, token, payload, settled);
@@ -1182,7 +1185,7 @@ impl Driver {
         let (mut sent, mut bytes) = (0u64, 0u64);
         for m in msgs {
             if !self.held.is_empty() {
-                self.held.push_back(Held { link, token: 0, payload: m.payload, settled: true });
+                self.hold(Held { link, token: 0, payload: m.payload, settled: true });
                 continue;
             }
             let tag = DeliveryTag::from_u64(next_tag);
@@ -1193,9 +1196,7 @@ impl Driver {
                     sent += 1;
                     bytes += len;
                 }
-                Err((UsageError::SessionWindow, payload)) => {
-                    self.held.push_back(Held { link, token: 0, payload, settled: true })
-                }
+                Err((UsageError::SessionWindow, payload)) => self.hold(Held { link, token: 0, payload, settled: true }),
                 // The link is going away: pre-settled events are at most once.
                 Err(_) => {}
             }
@@ -1206,6 +1207,19 @@ impl Driver {
         if sent > 0 {
             add(&self.shard.counters.transfers_out[pattern_index(Pattern::Events)], sent);
             self.count_events_out(link, sent, bytes);
+        }
+        let settings = &self.shard.global.settings;
+        let cap = settings.events_in_flight_bytes.saturating_mul(4);
+        if self.held_bytes > cap {
+            // A peer that keeps its session windows shut while many of its links take
+            // events would make the connection hold each link's window: the link that
+            // passes the connection's bound is detached; its waiting events (at most
+            // once) are dropped and counted.
+            let lost = self.held.iter().filter(|h| h.link == link).count() as u64;
+            add(&self.shard.counters.events_dropped_held, lost);
+            add(&self.shard.counters.errors[2], 1);
+            let why = format!("deliveries waiting for the session window passed {cap} bytes");
+            self.engine.detach(link, Some(Error::new(condition::RESOURCE_LIMIT_EXCEEDED, why)));
         }
     }
 
@@ -1226,7 +1240,7 @@ impl Driver {
                     }
                 }
             }
-            Err((UsageError::SessionWindow, payload)) => self.held.push_back(Held { link, token, payload, settled }),
+            Err((UsageError::SessionWindow, payload)) => self.hold(Held { link, token, payload, settled }),
             Err(_) => {
                 if pattern == Pattern::Queues && !settled {
                     let Some(ctx) = self.links.get(&link) else { return };
@@ -1239,14 +1253,22 @@ impl Driver {
         }
     }
 
+    /// Queue a delivery behind the session window.
+    fn hold(&mut self, h: Held) {
+        self.held_bytes += h.payload.len() as u64;
+        self.held.push_back(h);
+    }
+
     fn retry_held(&mut self) {
         while let Some(h) = self.held.pop_front() {
+            self.held_bytes -= h.payload.len() as u64;
             let Some(ctx) = self.links.get(&h.link) else { continue };
             let pattern = match &ctx.kind {
                 LinkKind::Consume { key, .. } => key.pattern,
                 _ => continue,
             };
             if self.engine.session_window(ctx.channel) == 0 {
+                self.held_bytes += h.payload.len() as u64;
                 self.held.push_front(h);
                 return;
             }
@@ -1334,6 +1356,7 @@ impl Driver {
         let Some(ctx) = self.remove_link(link) else { return };
         self.serials.remove(&ctx.serial);
         self.held.retain(|h| h.link != link);
+        self.held_bytes = self.held.iter().map(|h| h.payload.len() as u64).sum();
         let sub = self.sub(ctx.serial);
         match ctx.kind {
             LinkKind::Consume { key, subscribed, ring, stalled, .. } => {

@@ -45,6 +45,9 @@ pub struct ShardCounters {
     pub transfers_in_dropped: Cell<u64>,
     /// events_store_dropped_stalled_total.
     pub events_store_dropped_stalled: Cell<u64>,
+    /// Events dropped with a link detached because its connection held too much
+    /// behind shut session windows (part of events_dropped_no_credit_total).
+    pub events_dropped_held: Cell<u64>,
     /// rpc_late_responses_total.
     pub rpc_late_responses: Cell<u64>,
     /// Connections this shard accepted and handed to a shard with fewer.
@@ -191,7 +194,7 @@ pub fn snapshot(shard: &Shard) -> ShardSnapshot {
         rpc_requests: copy(&c.rpc_requests),
         errors: copy(&c.errors),
         transfers_in_dropped: c.transfers_in_dropped.get() + home.stats.transfers_in_dropped,
-        events_dropped_no_credit: home.stats.events_dropped_no_credit,
+        events_dropped_no_credit: home.stats.events_dropped_no_credit + c.events_dropped_held.get(),
         events_store_dropped_stalled: c.events_store_dropped_stalled.get(),
         rpc_late_responses: c.rpc_late_responses.get(),
         connections: reg.connections.values().cloned().collect(),
