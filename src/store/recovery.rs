@@ -219,6 +219,12 @@ fn cut(path: &Path, len: u64) -> Result<(), RecoveryError> {
 
 /// A valid record header + checksum at `at`: its total length.
 fn record_at(buf: &[u8], at: usize) -> Option<usize> {
+    let mut unlimited = usize::MAX;
+    record_at_within(buf, at, &mut unlimited)
+}
+
+/// [`record_at`], taking the bytes it checksums from `budget` (None once spent).
+fn record_at_within(buf: &[u8], at: usize, budget: &mut usize) -> Option<usize> {
     let h = buf.get(at..at + RECORD_HEAD)?;
     if h[0] != RECORD_MARK {
         return None;
@@ -228,22 +234,49 @@ fn record_at(buf: &[u8], at: usize) -> Option<usize> {
         return None;
     }
     let body = buf.get(at + RECORD_HEAD..at + RECORD_HEAD + len)?;
+    *budget = budget.checked_sub(len)?;
     let want = u32::from_be_bytes([h[6], h[7], h[8], h[9]]);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&h[1..6]), body);
     (crc == want).then_some(RECORD_HEAD + len)
 }
 
-/// True when a valid record starts anywhere after `offset` (then the damage at
-/// `offset` is not a torn tail but corruption in the middle).
+/// True when the damage at `offset` is corruption in the middle of the log rather
+/// than a torn tail: a valid record starts after it and valid records follow it to
+/// the end of the data. A record-shaped run of bytes inside a message payload cut
+/// by a crash does not pass for one, since the tail after it is torn too. Checking
+/// candidates is bounded (`VERIFY_BUDGET` checksummed bytes); past that the damage
+/// is taken as corruption, which stops the start-up and names the file and offset
+/// for `store repair`, instead of scanning without end.
 fn valid_record_after(buf: &[u8], offset: usize) -> bool {
+    let mut budget = VERIFY_BUDGET;
     let mut p = offset + 1;
     while let Some(i) = buf.get(p..).and_then(|s| s.iter().position(|b| *b == RECORD_MARK)) {
-        if record_at(buf, p + i).is_some() {
+        let at = p + i;
+        if record_at_within(buf, at, &mut budget).is_some() {
+            return records_to_end(buf, at);
+        }
+        if budget == 0 {
             return true;
         }
-        p += i + 1;
+        p = at + 1;
     }
     false
+}
+
+/// Checksummed bytes [`valid_record_after`] may spend on candidates.
+const VERIFY_BUDGET: usize = 256 << 20;
+
+/// Valid records from `at` to the end of the data (the file's end, or zeros).
+fn records_to_end(buf: &[u8], mut at: usize) -> bool {
+    loop {
+        if at >= buf.len() || buf[at..].iter().all(|b| *b == 0) {
+            return true;
+        }
+        match record_at(buf, at) {
+            Some(n) => at += n,
+            None => return false,
+        }
+    }
 }
 
 /// Walk a segment's records; Ok(end of data) or Err((offset, reason)).
@@ -368,4 +401,66 @@ fn apply(rt: u8, body: &[u8], seg: u64, r: &mut RecoveredShard) -> Result<(), &'
         _ => return Err("unknown record type"),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod torn_tests {
+    use super::*;
+    use crate::store::frame_record;
+
+    fn records(n: usize) -> Vec<u8> {
+        let mut b = vec![1u8; HEADER_LEN];
+        for i in 0..n {
+            frame_record(&mut b, 9, &[format!("record {i}").as_bytes()]);
+        }
+        b
+    }
+
+    /// A crash cut a record whose payload carries a record-shaped run of bytes (a
+    /// message can hold anything): a torn tail, not corruption.
+    #[test]
+    fn a_record_inside_a_torn_payload_is_not_taken_for_mid_log_data() {
+        let mut buf = records(3);
+        let torn_at = buf.len();
+        let mut fake = Vec::new();
+        frame_record(&mut fake, 9, &[b"looks valid"]);
+        let mut payload = vec![0x11u8; 50];
+        payload.extend_from_slice(&fake);
+        payload.extend_from_slice(&[0x22u8; 500]);
+        let mut rec = Vec::new();
+        frame_record(&mut rec, 9, &[&payload]);
+        buf.extend_from_slice(&rec[..rec.len() - 200]); // cut by the crash
+        assert!(!valid_record_after(&buf, torn_at));
+    }
+
+    /// Damage in the middle, with valid records after it to the end: corruption.
+    #[test]
+    fn damage_followed_by_valid_records_is_corruption() {
+        let mut buf = records(3);
+        let bad_at = buf.len();
+        let tail = records(4);
+        let mut damaged = tail[HEADER_LEN..].to_vec();
+        damaged[3] ^= 0x40; // the first record's length
+        buf.extend_from_slice(&damaged);
+        assert!(valid_record_after(&buf, bad_at));
+        // And with zeros after the last record (an allocated but unwritten end).
+        buf.extend_from_slice(&[0u8; 64]);
+        assert!(valid_record_after(&buf, bad_at));
+    }
+
+    /// Many record-shaped candidates, each claiming a long body with a bad checksum,
+    /// stop at the budget (taken as corruption) instead of costing time quadratic in
+    /// the tail's size.
+    #[test]
+    fn candidate_checks_are_bounded() {
+        let mut buf = records(1);
+        let at = buf.len();
+        let len = 4u32 << 20;
+        let mut head = vec![RECORD_MARK, 9];
+        head.extend_from_slice(&len.to_be_bytes());
+        head.extend_from_slice(&[0, 0, 0, 0]);
+        let tail: Vec<u8> = head.iter().copied().cycle().take(8 << 20).collect();
+        buf.extend_from_slice(&tail);
+        assert!(valid_record_after(&buf, at));
+    }
 }
