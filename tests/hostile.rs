@@ -2461,16 +2461,6 @@ fn pre_auth_traffic_beyond_a_small_cap_is_closed_and_not_buffered() {
     by.finish(&b);
 }
 
-/// Peak resident memory of a process, KiB.
-fn hwm_kib(pid: u32) -> u64 {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.split_whitespace().next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0)
-}
-
 /// A peer that fails authentication and then keeps sending while the broker waits
 /// out its one-second failure delay: nothing more is read from it (the engine takes
 /// no input until the verdict), so it costs no memory; it gets sasl-outcome `auth`
@@ -2484,7 +2474,7 @@ fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
     let mut s = connect(&b);
     s.write_all(&SASL_HEADER).unwrap();
     s.write_all(&sasl_init("PLAIN", Some(b"\0user\0not-a-token"))).unwrap();
-    let before = hwm_kib(b.pid());
+    let before = common::hwm_kib(b.pid());
     let mut w = s.try_clone().unwrap();
     let flood = std::thread::spawn(move || {
         w.set_write_timeout(Some(Duration::from_millis(300))).unwrap();
@@ -2502,7 +2492,7 @@ fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     let _ = s.read_to_end(&mut got);
     let sent = flood.join().unwrap();
-    let grown = hwm_kib(b.pid()).saturating_sub(before);
+    let grown = common::hwm_kib(b.pid()).saturating_sub(before);
     assert!(grown < 64 * 1024, "broker peak memory grew by {grown} KiB while the peer sent {sent} bytes");
     assert_eq!(&got[..8], &SASL_HEADER);
     let mut de = Deframer::new(u32::MAX);
