@@ -1215,7 +1215,9 @@ impl Driver {
             // events would make the connection hold each link's window: the link that
             // passes the connection's bound is detached; its waiting events (at most
             // once) are dropped and counted.
-            let lost = self.held.iter().filter(|h| h.link == link).count() as u64;
+            // Released here, so that a later batch for this link in the same turn
+            // (before its Detached event) does not count them again.
+            let lost = self.release_held(link);
             add(&self.shard.counters.events_dropped_held, lost);
             add(&self.shard.counters.errors[2], 1);
             let why = format!("deliveries waiting for the session window passed {cap} bytes");
@@ -1251,6 +1253,14 @@ impl Driver {
                 }
             }
         }
+    }
+
+    /// Drop the deliveries of `link` waiting behind the session window; how many.
+    fn release_held(&mut self, link: LinkId) -> u64 {
+        let before = self.held.len();
+        self.held.retain(|h| h.link != link);
+        self.held_bytes = self.held.iter().map(|h| h.payload.len() as u64).sum();
+        (before - self.held.len()) as u64
     }
 
     /// Queue a delivery behind the session window.
@@ -1355,8 +1365,7 @@ impl Driver {
     fn on_detached(&mut self, link: LinkId) {
         let Some(ctx) = self.remove_link(link) else { return };
         self.serials.remove(&ctx.serial);
-        self.held.retain(|h| h.link != link);
-        self.held_bytes = self.held.iter().map(|h| h.payload.len() as u64).sum();
+        self.release_held(link);
         let sub = self.sub(ctx.serial);
         match ctx.kind {
             LinkKind::Consume { key, subscribed, ring, stalled, .. } => {

@@ -252,8 +252,8 @@ fn valid_record_after(buf: &[u8], offset: usize) -> bool {
     let mut p = offset + 1;
     while let Some(i) = buf.get(p..).and_then(|s| s.iter().position(|b| *b == RECORD_MARK)) {
         let at = p + i;
-        if record_at_within(buf, at, &mut budget).is_some() {
-            return records_to_end(buf, at);
+        if let Some(n) = record_at_within(buf, at, &mut budget) {
+            return records_to_end(buf, at + n);
         }
         if budget == 0 {
             return true;
@@ -266,10 +266,10 @@ fn valid_record_after(buf: &[u8], offset: usize) -> bool {
 /// Checksummed bytes [`valid_record_after`] may spend on candidates.
 const VERIFY_BUDGET: usize = 256 << 20;
 
-/// Valid records from `at` to the end of the data (the file's end, or zeros).
+/// Valid records from `at` to the end of the data.
 fn records_to_end(buf: &[u8], mut at: usize) -> bool {
     loop {
-        if at >= buf.len() || buf[at..].iter().all(|b| *b == 0) {
+        if data_ends_at(buf, at) {
             return true;
         }
         match record_at(buf, at) {
@@ -277,6 +277,12 @@ fn records_to_end(buf: &[u8], mut at: usize) -> bool {
             None => return false,
         }
     }
+}
+
+/// The data of a segment ends at `at`: the end of the file, or only zeros after it
+/// (allocated, never written).
+fn data_ends_at(buf: &[u8], at: usize) -> bool {
+    at >= buf.len() || buf[at] == 0 && buf[at..].iter().all(|b| *b == 0)
 }
 
 /// Walk a segment's records; Ok(end of data) or Err((offset, reason)).
@@ -296,7 +302,7 @@ fn scan(buf: &[u8], kind: LogKind, seg: u64, r: &mut RecoveredShard) -> Result<u
     }
     let mut at = HEADER_LEN;
     loop {
-        if at >= buf.len() || buf[at] == 0 && buf[at..].iter().all(|b| *b == 0) {
+        if data_ends_at(buf, at) {
             return Ok(at.min(buf.len()));
         }
         let Some(n) = record_at(buf, at) else {

@@ -1246,11 +1246,7 @@ impl Connection {
                     return self.deliver(ch, d);
                 }
                 if self.partial_bytes + payload.len() as u64 > budget {
-                    return Err(ProtocolError::Link(
-                        id,
-                        condition::RESOURCE_LIMIT_EXCEEDED,
-                        "the connection's budget for messages being reassembled is used up",
-                    ));
+                    return Err(reassembly_budget_used_up(id));
                 }
                 let mut data = BytesMut::with_capacity(payload.len() * 4);
                 data.extend_from_slice(&payload);
@@ -1280,11 +1276,7 @@ impl Connection {
         partial.settled |= t.settled();
         if t.more() {
             if self.partial_bytes + partial.data.len() as u64 > budget {
-                return Err(ProtocolError::Link(
-                    id,
-                    condition::RESOURCE_LIMIT_EXCEEDED,
-                    "the connection's budget for messages being reassembled is used up",
-                ));
+                return Err(reassembly_budget_used_up(id));
             }
             self.partial_bytes += partial.data.len() as u64;
             l.partial = Some(partial);
@@ -1790,14 +1782,7 @@ impl Connection {
         // `check_send` saw room in the peer's window and nothing blocked: the frame
         // leaves now, as the single-frame case of `send_checked` does.
         let delivery_id = self.start_delivery(id, ch, settled);
-        let t = Transfer {
-            handle,
-            delivery_id: Some(delivery_id),
-            delivery_tag: Some(tag),
-            message_format: Some(0),
-            settled: Some(settled),
-            ..Default::default()
-        };
+        let t = first_transfer(handle, delivery_id, tag, 0, settled, false);
         if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
             s.remote_incoming_window -= 1;
             s.next_outgoing_id = s.next_outgoing_id.wrapping_add(1);
@@ -1855,15 +1840,7 @@ impl Connection {
         for i in 0..frames {
             let more = i + 1 < frames;
             let t = if i == 0 {
-                Transfer {
-                    handle,
-                    delivery_id: Some(delivery_id),
-                    delivery_tag: Some(tag.clone()),
-                    message_format: Some(message_format),
-                    settled: Some(settled),
-                    more: more.then_some(true),
-                    ..Default::default()
-                }
+                first_transfer(handle, delivery_id, tag.clone(), message_format, settled, more)
             } else {
                 Transfer { handle, more: more.then_some(true), ..Default::default() }
             };
@@ -2061,6 +2038,35 @@ impl Connection {
             self.write(ch, &Performative::Flow(f), &[]);
         }
     }
+}
+
+/// The first (usually the only) TRANSFER frame of an outgoing delivery.
+fn first_transfer(
+    handle: u32,
+    delivery_id: u32,
+    tag: DeliveryTag,
+    message_format: u32,
+    settled: bool,
+    more: bool,
+) -> Transfer {
+    Transfer {
+        handle,
+        delivery_id: Some(delivery_id),
+        delivery_tag: Some(tag),
+        message_format: Some(message_format),
+        settled: Some(settled),
+        more: more.then_some(true),
+        ..Default::default()
+    }
+}
+
+/// A multi-frame message on link `id` would pass the connection's reassembly budget.
+fn reassembly_budget_used_up(id: LinkId) -> ProtocolError {
+    ProtocolError::Link(
+        id,
+        condition::RESOURCE_LIMIT_EXCEEDED,
+        "the connection's budget for messages being reassembled is used up",
+    )
 }
 
 #[cfg(test)]
