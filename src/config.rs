@@ -111,6 +111,18 @@ pub struct Settings {
     /// `SLUICE_EVENTS_STORE_RETENTION_BYTES` (default 1073741824, 0 = no limit): per
     /// events-store channel, the oldest events are dropped beyond this size.
     pub events_store_retention_bytes: u64,
+    /// `SLUICE_QUEUE_MAX_MESSAGES` (default 1000000, 0 = no limit): per queue channel,
+    /// messages stored (waiting and delivered-unsettled); a publish beyond it is
+    /// rejected with `amqp:resource-limit-exceeded` "queue full".
+    pub queue_max_messages: u64,
+    /// `SLUICE_QUEUE_MAX_BYTES` (default 1073741824, 0 = no limit): per queue channel,
+    /// payload bytes stored; a publish that would pass it is rejected the same way (a
+    /// single larger message still enters an empty queue).
+    pub queue_max_bytes: u64,
+    /// `SLUICE_MAX_CHANNELS` (default 100000): channels one shard keeps (every pattern
+    /// together); a publish or attach that would create one more is refused with
+    /// `amqp:resource-limit-exceeded`. Idle, empty channels are forgotten.
+    pub max_channels: u32,
     /// `SLUICE_AUTH_ENABLED` (default 'false'): Require authentication (SASL PLAIN with a JWT, or EXTERNAL with mTLS) and authorize with casbin.
     pub auth_enabled: bool,
     /// `SLUICE_AUTH_JWT_KEY_FILE` (default ''): JWT key: an HS256 secret or an RS256 public key (PEM).
@@ -163,6 +175,9 @@ impl Default for Settings {
             metrics_channel_cap: 100,
             events_store_retention_seconds: 604_800,
             events_store_retention_bytes: 1 << 30,
+            queue_max_messages: 1_000_000,
+            queue_max_bytes: 1 << 30,
+            max_channels: 100_000,
             auth_enabled: false,
             auth_jwt_key_file: String::new(),
             auth_jwt_audience: String::new(),
@@ -246,6 +261,9 @@ impl fmt::Display for Settings {
         writeln!(f, "metrics_channel_cap = {}", self.metrics_channel_cap)?;
         writeln!(f, "events_store_retention_seconds = {}", self.events_store_retention_seconds)?;
         writeln!(f, "events_store_retention_bytes = {}", self.events_store_retention_bytes)?;
+        writeln!(f, "queue_max_messages = {}", self.queue_max_messages)?;
+        writeln!(f, "queue_max_bytes = {}", self.queue_max_bytes)?;
+        writeln!(f, "max_channels = {}", self.max_channels)?;
         writeln!(f, "auth_enabled = {}", self.auth_enabled)?;
         writeln!(f, "auth_jwt_key_file = {}", text(&self.auth_jwt_key_file))?;
         writeln!(f, "auth_jwt_audience = {}", text(&self.auth_jwt_audience))?;
@@ -521,7 +539,7 @@ line and sluice exits with status 2.
 /// The environment variable that names the TOML file.
 const CONFIG_ENV: &str = "SLUICE_CONFIG";
 
-const KEY_COUNT: usize = 39;
+const KEY_COUNT: usize = 42;
 
 /// One configurable setting; the order is the order of [`Settings`] and of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -557,6 +575,9 @@ enum Key {
     MetricsChannelCap,
     EventsStoreRetentionSeconds,
     EventsStoreRetentionBytes,
+    QueueMaxMessages,
+    QueueMaxBytes,
+    MaxChannels,
     AuthEnabled,
     AuthJwtKeyFile,
     AuthJwtAudience,
@@ -609,6 +630,9 @@ impl Key {
         Key::MetricsChannelCap,
         Key::EventsStoreRetentionSeconds,
         Key::EventsStoreRetentionBytes,
+        Key::QueueMaxMessages,
+        Key::QueueMaxBytes,
+        Key::MaxChannels,
         Key::AuthEnabled,
         Key::AuthJwtKeyFile,
         Key::AuthJwtAudience,
@@ -652,6 +676,9 @@ impl Key {
             Key::MetricsChannelCap => "SLUICE_METRICS_CHANNEL_CAP",
             Key::EventsStoreRetentionSeconds => "SLUICE_EVENTS_STORE_RETENTION_SECONDS",
             Key::EventsStoreRetentionBytes => "SLUICE_EVENTS_STORE_RETENTION_BYTES",
+            Key::QueueMaxMessages => "SLUICE_QUEUE_MAX_MESSAGES",
+            Key::QueueMaxBytes => "SLUICE_QUEUE_MAX_BYTES",
+            Key::MaxChannels => "SLUICE_MAX_CHANNELS",
             Key::AuthEnabled => "SLUICE_AUTH_ENABLED",
             Key::AuthJwtKeyFile => "SLUICE_AUTH_JWT_KEY_FILE",
             Key::AuthJwtAudience => "SLUICE_AUTH_JWT_AUDIENCE",
@@ -699,7 +726,11 @@ impl Key {
             Key::EventsInFlightBytes => (64 << 10, 1 << 40),
             Key::AckDeadlineSeconds => (0, 7 * 24 * 3600),
             Key::MetricsChannelCap => (0, 100_000),
-            Key::EventsStoreRetentionSeconds | Key::EventsStoreRetentionBytes => (0, i128::from(i64::MAX)),
+            Key::EventsStoreRetentionSeconds
+            | Key::EventsStoreRetentionBytes
+            | Key::QueueMaxMessages
+            | Key::QueueMaxBytes => (0, i128::from(i64::MAX)),
+            Key::MaxChannels => (1, u32_max),
             Key::EventsStoreStall
             | Key::AuthEnabled
             | Key::AuthJwtKeyFile
@@ -909,6 +940,27 @@ impl Key {
                 "1073741824",
                 "0..=9223372036854775807 (0 = no limit)",
                 "Per events-store channel: oldest events dropped beyond this size.",
+            ),
+            Key::QueueMaxMessages => (
+                "queue_max_messages",
+                "count",
+                "1000000",
+                "0..=9223372036854775807 (0 = no limit)",
+                "Per queue channel: messages stored; a publish beyond it is rejected (queue full).",
+            ),
+            Key::QueueMaxBytes => (
+                "queue_max_bytes",
+                "bytes",
+                "1073741824",
+                "0..=9223372036854775807 (0 = no limit)",
+                "Per queue channel: payload bytes stored; a publish that would pass it is rejected (queue full).",
+            ),
+            Key::MaxChannels => (
+                "max_channels",
+                "count",
+                "100000",
+                "1..=4294967295",
+                "Channels one shard keeps; a publish or attach that would create one more is refused.",
             ),
             Key::AuthEnabled => (
                 "auth_enabled",
@@ -1194,6 +1246,9 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::MetricsChannelCap => s.metrics_channel_cap = r.int(key, true)?,
             Key::EventsStoreRetentionSeconds => s.events_store_retention_seconds = r.int(key, true)?,
             Key::EventsStoreRetentionBytes => s.events_store_retention_bytes = r.int(key, true)?,
+            Key::QueueMaxMessages => s.queue_max_messages = r.int(key, true)?,
+            Key::QueueMaxBytes => s.queue_max_bytes = r.int(key, true)?,
+            Key::MaxChannels => s.max_channels = r.int(key, true)?,
             Key::AuthEnabled => s.auth_enabled = r.bool(key)?,
             Key::AuthJwtKeyFile => s.auth_jwt_key_file = r.value.clone(),
             Key::AuthJwtAudience => s.auth_jwt_audience = r.value.clone(),
@@ -1334,6 +1389,9 @@ mod tests {
             (Key::MetricsChannelCap, "3", |s| s.metrics_channel_cap = 3),
             (Key::EventsStoreRetentionSeconds, "60", |s| s.events_store_retention_seconds = 60),
             (Key::EventsStoreRetentionBytes, "4096", |s| s.events_store_retention_bytes = 4096),
+            (Key::QueueMaxMessages, "10", |s| s.queue_max_messages = 10),
+            (Key::QueueMaxBytes, "4096", |s| s.queue_max_bytes = 4096),
+            (Key::MaxChannels, "5", |s| s.max_channels = 5),
             (Key::AuthEnabled, "true", |s| s.auth_enabled = true),
             (Key::AuthJwtKeyFile, "/k", |s| s.auth_jwt_key_file = "/k".to_owned()),
             (Key::AuthJwtAudience, "aud", |s| s.auth_jwt_audience = "aud".to_owned()),

@@ -667,3 +667,206 @@ fn a_connection_holding_events_behind_shut_windows_is_bounded() {
     assert!(!detached.is_empty(), "no link was detached");
     assert!(b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap_or(0.0) > 0.0);
 }
+
+// ====================================================================== queue and channel limits
+
+fn rejected_as(st: &Option<DeliveryState>) -> Option<(String, String)> {
+    match st {
+        Some(DeliveryState::Rejected(r)) => {
+            r.error.as_ref().map(|e| (e.condition.as_str().to_owned(), e.description.clone().unwrap_or_default()))
+        }
+        _ => None,
+    }
+}
+
+/// Receive everything the queue gives within `wait` (accepting it), as bodies.
+fn drain_queue(c: &mut Client, r: LinkId, wait: Duration) -> Vec<Vec<u8>> {
+    let mut got = Vec::new();
+    while let Ok(d) = c.receive(r, wait) {
+        got.push(body(&d));
+        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+    }
+    got
+}
+
+#[test]
+fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
+    let b = Broker::start(&[("SLUICE_QUEUE_MAX_MESSAGES", "10")]);
+    let mut p = Client::connect(b.addr(), "full-p").unwrap();
+    let ch = p.begin().unwrap();
+    let s = p.attach_sender(ch, "s", Some("queues/full"), &LinkOptions::default()).unwrap();
+    p.wait_credit(s).unwrap();
+    for i in 0..10u32 {
+        let id = p.send(s, data_message(&i.to_be_bytes()), false).unwrap();
+        assert_eq!(p.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted), "message {i}");
+    }
+    let id = p.send(s, data_message(b"one too many"), false).unwrap();
+    let st = p.wait_outcome(s, id).unwrap();
+    assert_eq!(rejected_as(&st), Some(("amqp:resource-limit-exceeded".to_owned(), "queue full".to_owned())), "{st:?}");
+    // The producer spends what credit it still has (every message refused) and gets
+    // no new window while the queue stays full: one probe credit at a time.
+    let mut refused = 1;
+    while p.engine().link_credit(s) > 0 && refused < 2048 {
+        let id = p.send(s, data_message(b"refused"), false).unwrap();
+        assert!(rejected_as(&p.wait_outcome(s, id).unwrap()).is_some());
+        refused += 1;
+    }
+    assert!(refused < 1024, "{refused}");
+    for _ in 0..3 {
+        let deadline = Instant::now() + Duration::from_millis(1000);
+        while p.engine().link_credit(s) == 0 && Instant::now() < deadline {
+            p.pump(Duration::from_millis(10)).unwrap();
+        }
+        assert_eq!(p.engine().link_credit(s), 1, "the probe is one credit");
+        let id = p.send(s, data_message(b"probe"), false).unwrap();
+        assert!(rejected_as(&p.wait_outcome(s, id).unwrap()).is_some());
+        refused += 1;
+    }
+    // A pre-settled publish to the full queue is dropped and counted.
+    let ps = p
+        .attach_sender(ch, "ps", Some("queues/full"), &LinkOptions { presettled: true, ..Default::default() })
+        .unwrap();
+    p.wait_credit(ps).unwrap();
+    p.send(ps, data_message(b"pre-settled"), true).unwrap();
+    p.flush().unwrap();
+    p.pump(Duration::from_millis(200)).unwrap();
+    // Consumers make room: the next probe is accepted and the window comes back.
+    let mut c = Client::connect(b.addr(), "full-c").unwrap();
+    let cch = c.begin().unwrap();
+    let r = c.attach_receiver(cch, "r", Some("queues/full"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, 5, false).unwrap();
+    let first: Vec<Vec<u8>> = (0..5)
+        .map(|_| {
+            let d = c.receive(r, WAIT).unwrap();
+            c.settle(r, d.delivery_id, DeliveryState::Accepted);
+            body(&d)
+        })
+        .collect();
+    c.pump(Duration::from_millis(200)).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while p.engine().link_credit(s) == 0 && Instant::now() < deadline {
+        p.pump(Duration::from_millis(10)).unwrap();
+    }
+    let id = p.send(s, data_message(b"room again"), false).unwrap();
+    assert_eq!(p.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while p.engine().link_credit(s) <= 1 && Instant::now() < deadline {
+        p.pump(Duration::from_millis(10)).unwrap();
+    }
+    assert!(p.engine().link_credit(s) > 512, "window back: {}", p.engine().link_credit(s));
+    // Nothing accepted is lost, nothing refused was stored.
+    c.engine().grant_credit(r, 100, false).unwrap();
+    let mut all = first;
+    all.extend(drain_queue(&mut c, r, Duration::from_millis(500)));
+    let mut want: Vec<Vec<u8>> = (0..10u32).map(|i| i.to_be_bytes().to_vec()).collect();
+    want.push(b"room again".to_vec());
+    assert_eq!(all, want);
+    assert_eq!(b.metric("sluice_limit_refusals_total{reason=\"queue_full\"}"), Some(f64::from(refused + 1)));
+    assert_eq!(b.metric("kubemq_amqp10_transfers_in_dropped_total"), Some(1.0));
+}
+
+#[test]
+fn the_queue_byte_limit_counts_payloads_and_lets_one_large_message_into_an_empty_queue() {
+    let b = Broker::start(&[("SLUICE_QUEUE_MAX_BYTES", "1000")]);
+    let mut p = Client::connect(b.addr(), "bytes").unwrap();
+    let ch = p.begin().unwrap();
+    let s = p.attach_sender(ch, "s", Some("queues/bytes"), &LinkOptions::default()).unwrap();
+    p.wait_credit(s).unwrap();
+    let m = data_message(&[3u8; 195]);
+    let size = m.len();
+    let mut accepted = 0;
+    loop {
+        let id = p.send(s, m.clone(), false).unwrap();
+        match p.wait_outcome(s, id).unwrap() {
+            Some(DeliveryState::Accepted) => accepted += 1,
+            st => {
+                assert_eq!(rejected_as(&st).map(|r| r.1).as_deref(), Some("queue full"), "{st:?}");
+                break;
+            }
+        }
+        assert!(accepted <= 10, "never refused");
+    }
+    assert_eq!(accepted, 1000 / size, "{size}-byte payloads");
+    let q2 = p.attach_sender(ch, "big", Some("queues/bytes-big"), &LinkOptions::default()).unwrap();
+    p.wait_credit(q2).unwrap();
+    let big = data_message(&vec![4u8; 5000]);
+    let id = p.send(q2, big.clone(), false).unwrap();
+    assert_eq!(p.wait_outcome(q2, id).unwrap(), Some(DeliveryState::Accepted), "one large message into an empty queue");
+    let id = p.send(q2, data_message(b"x"), false).unwrap();
+    assert!(rejected_as(&p.wait_outcome(q2, id).unwrap()).is_some(), "the large message fills it");
+}
+
+#[test]
+fn dead_lettering_moves_a_message_into_a_full_dead_letter_queue() {
+    let b = Broker::start(&[("SLUICE_QUEUE_MAX_MESSAGES", "1"), ("SLUICE_MAX_RECEIVE_COUNT", "1")]);
+    let mut c = Client::connect(b.addr(), "dlq-full").unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some("queues/work"), &LinkOptions::default()).unwrap();
+    let d = c.attach_sender(ch, "d", Some("queues/work.dlq"), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    c.wait_credit(d).unwrap();
+    let id = c.send(d, data_message(b"already dead"), false).unwrap();
+    assert_eq!(c.wait_outcome(d, id).unwrap(), Some(DeliveryState::Accepted));
+    let id = c.send(d, data_message(b"refused"), false).unwrap();
+    assert!(rejected_as(&c.wait_outcome(d, id).unwrap()).is_some(), "the dead-letter queue is full");
+    let id = c.send(s, data_message(b"poison"), false).unwrap();
+    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    let r = c.attach_receiver(ch, "r", Some("queues/work"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    let m = c.receive(r, WAIT).unwrap();
+    c.settle(r, m.delivery_id, DeliveryState::Released);
+    let dr = c.attach_receiver(ch, "dr", Some("queues/work.dlq"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(dr, 10, false).unwrap();
+    let got = drain_queue(&mut c, dr, Duration::from_millis(500));
+    assert_eq!(got, vec![b"already dead".to_vec(), b"poison".to_vec()], "accepted once, never lost");
+}
+
+#[test]
+fn the_channel_limit_refuses_new_channels_and_idle_ones_are_forgotten() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "1"), ("SLUICE_MAX_CHANNELS", "3")]);
+    let mut c = Client::connect(b.addr(), "chans").unwrap();
+    let ch = c.begin().unwrap();
+    let mut links = Vec::new();
+    for name in ["a", "b", "c"] {
+        links.push(c.attach_receiver(ch, name, Some(&format!("queues/{name}")), &LinkOptions::default()).unwrap());
+    }
+    let err = c.attach_receiver(ch, "d", Some("queues/d"), &LinkOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("amqp:resource-limit-exceeded: too many channels"), "{err}");
+    let err = c.attach_receiver(ch, "e", Some("events/e"), &LinkOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("too many channels"), "{err}");
+    let s = c.attach_sender(ch, "s", Some("queues/d"), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    let id = c.send(s, data_message(b"no channel for it"), false).unwrap();
+    assert_eq!(rejected_as(&c.wait_outcome(s, id).unwrap()).map(|r| r.1).as_deref(), Some("too many channels"));
+    // An existing channel still takes publishes.
+    let sa = c.attach_sender(ch, "sa", Some("queues/a"), &LinkOptions::default()).unwrap();
+    c.wait_credit(sa).unwrap();
+    let id = c.send(sa, data_message(b"kept"), false).unwrap();
+    assert_eq!(c.wait_outcome(sa, id).unwrap(), Some(DeliveryState::Accepted));
+    assert_eq!(b.metric("sluice_channels{pattern=\"queues\"}"), Some(3.0));
+    assert_eq!(b.metric("sluice_limit_refusals_total{reason=\"channel_limit\"}"), Some(3.0));
+    let credit_b = "sluice_link_credit{pattern=\"queues\",channel=\"b\",link=\"b\"}";
+    assert!(b.metric(credit_b).is_some());
+    // b and c go; a keeps its message. Empty, unattached channels are forgotten
+    // after a few seconds, and so are their links' series on /metrics.
+    c.engine().detach(links[1], None);
+    c.engine().detach(links[2], None);
+    c.engine().detach(links[0], None);
+    c.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while b.metric("sluice_channels{pattern=\"queues\"}") != Some(1.0) && Instant::now() < deadline {
+        c.pump(Duration::from_millis(250)).unwrap();
+    }
+    assert_eq!(b.metric("sluice_channels{pattern=\"queues\"}"), Some(1.0), "only the queue holding a message is kept");
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while b.metric(credit_b).is_some() && Instant::now() < deadline {
+        c.pump(Duration::from_millis(250)).unwrap();
+    }
+    assert_eq!(b.metric(credit_b), None, "a gone link's series is dropped");
+    let d = c.attach_receiver(ch, "d2", Some("queues/d"), &LinkOptions::default()).unwrap();
+    let r = c.attach_receiver(ch, "a2", Some("queues/a"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    assert_eq!(drain_queue(&mut c, r, Duration::from_millis(500)), vec![b"kept".to_vec()]);
+    c.engine().grant_credit(d, 10, false).unwrap();
+    assert!(no_delivery_within(&mut c, d, Duration::from_millis(200)), "the refused message was not stored");
+}

@@ -12,11 +12,19 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// A series no scrape wrote for this long is dropped (see [`start`]).
+const SERIES_IDLE_SECONDS: u64 = 5;
+
 /// Start the admin thread. Fails if the address cannot be bound.
 pub fn start(global: Arc<Global>) -> std::io::Result<std::thread::JoinHandle<()>> {
     let server = tiny_http::Server::http(global.settings.admin_addr.as_str())
         .map_err(|e| std::io::Error::other(format!("admin address {}: {e}", global.settings.admin_addr)))?;
-    let recorder = PrometheusBuilder::new().build_recorder();
+    // Every family is written from the shards' snapshots just before it is rendered,
+    // so a series not written for a while belongs to a channel or link that is gone:
+    // it is dropped instead of being kept (and grown) forever.
+    let recorder = PrometheusBuilder::new()
+        .idle_timeout(metrics_util::MetricKindMask::ALL, Some(Duration::from_secs(SERIES_IDLE_SECONDS)))
+        .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).map_err(|e| std::io::Error::other(e.to_string()))?;
     std::thread::Builder::new().name("sluice-admin".into()).spawn(move || serve(server, global, handle))
@@ -133,6 +141,11 @@ fn publish(snaps: &[ShardSnapshot]) {
     counter!("kubemq_amqp10_events_dropped_no_credit_total").absolute(sum(&|s| s.events_dropped_no_credit));
     counter!("kubemq_amqp10_events_store_dropped_stalled_total").absolute(sum(&|s| s.events_store_dropped_stalled));
     counter!("kubemq_amqp10_rpc_late_responses_total").absolute(sum(&|s| s.rpc_late_responses));
+    counter!("sluice_limit_refusals_total", "reason" => "queue_full").absolute(sum(&|s| s.queue_full));
+    counter!("sluice_limit_refusals_total", "reason" => "channel_limit").absolute(sum(&|s| s.channel_limit));
+    for (i, p) in PATTERNS.iter().enumerate() {
+        gauge!("sluice_channels", "pattern" => p.as_str()).set(sum(&|s| s.channel_counts[i]) as f64);
+    }
     for s in snaps {
         let shard = s.shard.to_string();
         gauge!("sluice_shard_connections", "shard" => shard.clone()).set(s.gauges[0].max(0) as f64);

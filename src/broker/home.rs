@@ -24,6 +24,19 @@ use std::sync::Arc;
 
 /// Requests waiting for a responder, per RPC channel, at most.
 const RPC_WAITING_MAX: usize = 10_000;
+/// Payload bytes of the requests waiting for a responder, per RPC channel, at most.
+const RPC_WAITING_MAX_BYTES: u64 = 256 << 20;
+/// Why a publish is refused because its queue is at `SLUICE_QUEUE_MAX_*` (the
+/// connection backs the producer link off when it reads it).
+pub const QUEUE_FULL: &str = "queue full";
+/// Why a publish or attach is refused because the shard keeps `SLUICE_MAX_CHANNELS`
+/// channels already.
+pub const TOO_MANY_CHANNELS: &str = "too many channels";
+/// A channel that holds nothing, has nobody attached and saw no publish for this long
+/// is forgotten (its per-channel counters start again from 0 if it comes back).
+const CHANNEL_IDLE_MS: u64 = 5_000;
+/// How often the home looks for such channels.
+const SWEEP_MS: u64 = 1_000;
 /// A durable attach that finds its identity still held waits this long for the
 /// holder to let go (a client that closes its connection and reconnects at once
 /// races its own teardown on another shard) before it is refused `not-allowed`.
@@ -36,8 +49,24 @@ const DURABLE_PARKED_MAX: usize = 1_024;
 pub struct HomeStats {
     /// Events dropped because the subscriber had no credit.
     pub events_dropped_no_credit: u64,
-    /// Inbound messages dropped (RPC requests nobody could take in time).
+    /// Inbound messages dropped (RPC requests nobody could take in time, pre-settled
+    /// publishes refused by a limit).
     pub transfers_in_dropped: u64,
+    /// Publishes refused because their queue was full.
+    pub queue_full: u64,
+    /// Publishes and attaches refused because the shard kept `max_channels` channels.
+    pub channel_limit: u64,
+}
+
+/// Bounds on what the channels of one shard keep (0: no limit).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    /// Messages stored per queue channel (waiting and delivered-unsettled).
+    pub queue_max_messages: u64,
+    /// Payload bytes stored per queue channel.
+    pub queue_max_bytes: u64,
+    /// Channels kept by the shard, every pattern together.
+    pub max_channels: u32,
 }
 
 /// Per-channel counters.
@@ -48,12 +77,19 @@ struct Counters {
     delivered: u64,
     dead_lettered: u64,
     deadline_expired: u64,
+    /// When the channel last saw a publish (ms since the epoch).
+    touched_ms: u64,
 }
 
 impl Counters {
-    fn count_publish(&mut self, bytes: u64) {
+    fn count_publish(&mut self, bytes: u64, now_ms: u64) {
         self.published += 1;
         self.published_bytes += bytes;
+        self.touched_ms = now_ms;
+    }
+
+    fn idle(&self, now_ms: u64) -> bool {
+        now_ms.saturating_sub(self.touched_ms) >= CHANNEL_IDLE_MS
     }
 }
 
@@ -98,6 +134,13 @@ pub struct Home {
     pub max_receive_count: u32,
     /// Events-store retention.
     pub retention: Retention,
+    /// Queue and channel-count limits.
+    pub limits: Limits,
+    /// The next queue message id: one sequence for every queue of the shard, so a
+    /// queue that is forgotten and comes back never reuses an id.
+    next_queue_id: u64,
+    /// When idle, empty channels are next looked for.
+    next_sweep_ms: u64,
     queues_journal: Rc<RefCell<Journal>>,
     events_journal: Rc<RefCell<Journal>>,
     queues: HashMap<ChannelKey, QueueChan>,
@@ -163,6 +206,9 @@ impl Home {
         Home {
             max_receive_count,
             retention,
+            limits: Limits::default(),
+            next_queue_id: 1,
+            next_sweep_ms: 0,
             queues_journal,
             events_journal,
             queues: HashMap::default(),
@@ -178,6 +224,7 @@ impl Home {
         for (key, msgs) in rec.queues {
             let q = self.queue(&key);
             for (_, m) in msgs {
+                q.bytes += m.payload.len() as u64;
                 q.ready.push_back(QItem {
                     msg: Msg { payload: m.payload, received_ms: m.ts },
                     receive_count: m.receive_count,
@@ -187,8 +234,8 @@ impl Home {
             }
         }
         for (key, max) in rec.queue_ids {
-            let q = self.queue(&key);
-            q.next_id = q.next_id.max(max.saturating_add(1));
+            self.queue(&key);
+            self.next_queue_id = self.next_queue_id.max(max.saturating_add(1));
         }
         for (key, evs) in rec.events {
             let s = self.store(&key);
@@ -213,6 +260,58 @@ impl Home {
         self.events_journal.borrow_mut().restore_marks(rec.cursors, rec.seq_marks);
     }
 
+    /// The channel exists, or the shard may keep one more.
+    fn has_room_for(&self, key: &ChannelKey) -> bool {
+        let max = self.limits.max_channels as usize;
+        if max == 0 || self.channel_count() < max {
+            return true;
+        }
+        match key.pattern {
+            Pattern::Queues => self.queues.contains_key(key),
+            Pattern::Events => self.events.contains_key(key),
+            Pattern::EventsStore => self.stores.contains_key(key),
+            Pattern::Commands | Pattern::Queries => self.rpcs.contains_key(key),
+        }
+    }
+
+    fn channel_count(&self) -> usize {
+        self.queues.len() + self.events.len() + self.stores.len() + self.rpcs.len()
+    }
+
+    /// Channels kept, by pattern (in the order of `shard::metrics::PATTERNS`).
+    pub fn channel_counts(&self) -> [u64; 5] {
+        let rpc = |p| self.rpcs.keys().filter(|k| k.pattern == p).count() as u64;
+        [
+            self.queues.len() as u64,
+            self.events.len() as u64,
+            self.stores.len() as u64,
+            rpc(Pattern::Commands),
+            rpc(Pattern::Queries),
+        ]
+    }
+
+    /// Forget the channels that hold nothing, have nobody attached and saw no publish
+    /// for [`CHANNEL_IDLE_MS`]. An events-store channel that ever took an event is
+    /// kept: its next sequence number must survive.
+    fn sweep(&mut self, now_ms: u64) {
+        for r in self.rpcs.values_mut() {
+            r.drop_expired(now_ms, &mut self.stats);
+        }
+        self.queues.retain(|_, q| {
+            !(q.ready.is_empty() && q.unacked.is_empty() && q.consumers.is_empty() && q.counters.idle(now_ms))
+        });
+        self.events.retain(|_, e| !(e.subs.is_empty() && e.counters.idle(now_ms)));
+        self.rpcs.retain(|_, r| !(r.responders.is_empty() && r.waiting.is_empty() && r.counters.idle(now_ms)));
+        self.stores.retain(|_, s| {
+            !(s.next_seq == 1
+                && s.log.is_empty()
+                && s.readers.is_empty()
+                && s.parked.is_empty()
+                && s.cursors.is_empty()
+                && s.counters.idle(now_ms))
+        });
+    }
+
     fn queue(&mut self, key: &ChannelKey) -> &mut QueueChan {
         let j = &self.queues_journal;
         channel(&mut self.queues, key, || QueueChan::new(key.clone(), j.clone()))
@@ -232,43 +331,61 @@ impl Home {
         match msg {
             ShardMsg::Publish { key, msg, ack } => {
                 let bytes = msg.payload.len() as u64;
+                if !self.has_room_for(&key) {
+                    self.stats.channel_limit += 1;
+                    return refuse_publish(ack, TOO_MANY_CHANNELS, &mut self.stats, out);
+                }
                 // Queues and events-store answer `accepted` once the record is on
                 // disk (group commit); events at once.
-                let done = ack.map(|ack| ShardMsg::PublishDone { ack, result: Ok(()) });
+                let done_ok = |ack| ShardMsg::PublishDone { ack, result: Ok(()) };
                 // One lookup per message: the channel's counters are updated through
                 // the same reference that publishes.
                 match key.pattern {
                     Pattern::Queues => {
+                        let limits = self.limits;
+                        let id = self.next_queue_id;
                         let q = self.queue(&key);
-                        q.counters.count_publish(bytes);
-                        q.publish(msg, now_ms, done, out);
+                        if q.full(limits, bytes) {
+                            self.stats.queue_full += 1;
+                            return refuse_publish(ack, QUEUE_FULL, &mut self.stats, out);
+                        }
+                        let done = ack.map(done_ok);
+                        q.counters.count_publish(bytes, now_ms);
+                        q.publish(id, msg, now_ms, done, out);
+                        self.next_queue_id = id.wrapping_add(1);
                     }
                     Pattern::Events => {
                         let mut stats = std::mem::take(&mut self.stats);
                         let e = self.events_chan(&key);
-                        e.counters.count_publish(bytes);
+                        e.counters.count_publish(bytes, now_ms);
                         e.publish(msg, &mut stats);
                         e.flush(out);
                         self.stats = stats;
-                        out.extend(done);
+                        out.extend(ack.map(done_ok));
                     }
                     Pattern::EventsStore => {
+                        let done = ack.map(done_ok);
                         let retention = self.retention;
                         let s = self.store(&key);
-                        s.counters.count_publish(bytes);
+                        s.counters.count_publish(bytes, now_ms);
                         s.publish(msg, done, out);
                         s.trim(now_ms, retention);
                     }
                     // RPC channels receive RpcRequest, never Publish.
-                    Pattern::Commands | Pattern::Queries => out.extend(done),
+                    Pattern::Commands | Pattern::Queries => out.extend(ack.map(done_ok)),
                 }
             }
             ShardMsg::PublishBatch { key, msgs } => {
                 if key.pattern == Pattern::Events {
+                    if !self.has_room_for(&key) {
+                        // No channel, so nobody subscribed: the events meet no one
+                        // (as on any channel without subscribers).
+                        return;
+                    }
                     let mut stats = std::mem::take(&mut self.stats);
                     let e = self.events_chan(&key);
                     for msg in msgs {
-                        e.counters.count_publish(msg.payload.len() as u64);
+                        e.counters.count_publish(msg.payload.len() as u64, now_ms);
                         e.publish(msg, &mut stats);
                     }
                     e.flush(out);
@@ -279,6 +396,19 @@ impl Home {
                         self.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, now_ms, out);
                     }
                 }
+            }
+            ShardMsg::DeadLetter { key, msg } => {
+                // Already accepted once: moved whatever the limits say, never lost.
+                let id = self.next_queue_id;
+                self.next_queue_id = id.wrapping_add(1);
+                let q = self.queue(&key);
+                q.counters.count_publish(msg.payload.len() as u64, now_ms);
+                q.publish(id, msg, now_ms, None, out);
+            }
+            ShardMsg::Subscribe { key, sub, .. } if !self.has_room_for(&key) => {
+                self.stats.channel_limit += 1;
+                let why = (sluice_proto::types::condition::RESOURCE_LIMIT_EXCEEDED, TOO_MANY_CHANNELS.to_owned());
+                out.push(ShardMsg::SubscribeDone { sub, result: Err(why) });
             }
             ShardMsg::Subscribe { key, sub, spec } => match key.pattern {
                 Pattern::Queues => self.queue(&key).subscribe(sub, &spec, now_ms, out),
@@ -353,12 +483,26 @@ impl Home {
                 }
             }
             ShardMsg::RpcRequest { key, msg, deadline_ms } => {
-                let r = self.rpcs.entry(key).or_default();
-                if r.waiting.len() >= RPC_WAITING_MAX {
-                    r.waiting.pop_front();
+                if !self.has_room_for(&key) {
+                    // Nobody can be subscribed to a channel that does not exist: the
+                    // requester's deadline answers it.
+                    self.stats.channel_limit += 1;
+                    self.stats.transfers_in_dropped += 1;
+                    return;
+                }
+                let r = channel(&mut self.rpcs, &key, RpcChan::default);
+                r.counters.count_publish(msg.payload.len() as u64, now_ms);
+                r.waiting_bytes += msg.payload.len() as u64;
+                r.waiting.push_back((msg, deadline_ms));
+                // The oldest requests go first when too many wait (their requesters'
+                // deadlines answer them); the newest always stays.
+                while r.waiting.len() > RPC_WAITING_MAX
+                    || (r.waiting_bytes > RPC_WAITING_MAX_BYTES && r.waiting.len() > 1)
+                {
+                    let Some((old, _)) = r.waiting.pop_front() else { break };
+                    r.waiting_bytes = r.waiting_bytes.saturating_sub(old.payload.len() as u64);
                     self.stats.transfers_in_dropped += 1;
                 }
-                r.waiting.push_back((msg, deadline_ms));
                 r.dispatch(now_ms, &mut self.stats, out);
             }
             // Connection-bound messages never reach the home.
@@ -408,6 +552,10 @@ impl Home {
     /// Timers: queue deliveries past their ack deadline go back to the queue;
     /// events-store retention; the oldest pinned queue segment is compacted.
     pub fn tick(&mut self, now_ms: u64, out: &mut Vec<ShardMsg>) {
+        if now_ms >= self.next_sweep_ms {
+            self.next_sweep_ms = now_ms.saturating_add(SWEEP_MS);
+            self.sweep(now_ms);
+        }
         let max = self.max_receive_count;
         for (key, q) in self.queues.iter_mut() {
             if q.next_deadline != 0 && q.next_deadline <= now_ms {
@@ -553,8 +701,9 @@ impl Consumer {
 struct QueueChan {
     key: ChannelKey,
     journal: Rc<RefCell<Journal>>,
-    next_id: u64,
     ready: VecDeque<QItem>,
+    /// Payload bytes of every message stored (waiting and unacked).
+    bytes: u64,
     unacked: HashMap<u64, Unacked>,
     consumers: Vec<Consumer>,
     rr: usize,
@@ -569,8 +718,8 @@ impl QueueChan {
         QueueChan {
             key,
             journal,
-            next_id: 1,
             ready: VecDeque::new(),
+            bytes: 0,
             unacked: HashMap::default(),
             consumers: Vec::new(),
             rr: 0,
@@ -580,9 +729,21 @@ impl QueueChan {
         }
     }
 
-    fn publish(&mut self, msg: Msg, now_ms: u64, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
-        let id = self.next_id;
-        self.next_id = self.next_id.wrapping_add(1);
+    /// At a limit: the message count, or the payload bytes this one would pass (a
+    /// single larger message still enters an empty queue).
+    fn full(&self, limits: Limits, size: u64) -> bool {
+        let stored = (self.ready.len() + self.unacked.len()) as u64;
+        (limits.queue_max_messages > 0 && stored >= limits.queue_max_messages)
+            || (limits.queue_max_bytes > 0 && stored > 0 && self.bytes.saturating_add(size) > limits.queue_max_bytes)
+    }
+
+    /// The message with this id leaves the queue for good.
+    fn gone(&mut self, item: &QItem) {
+        self.bytes = self.bytes.saturating_sub(item.msg.payload.len() as u64);
+    }
+
+    fn publish(&mut self, id: u64, msg: Msg, now_ms: u64, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
+        self.bytes += msg.payload.len() as u64;
         let mut j = self.journal.borrow_mut();
         let seg = j.queue_publish(&self.key, id, msg.received_ms, &msg.payload);
         if let Some(done) = done {
@@ -651,6 +812,7 @@ impl QueueChan {
                         if c.presettled {
                             // Pre-settled: delivered is done.
                             j.queue_ack(&self.key, item.id, item.seg);
+                            self.bytes = self.bytes.saturating_sub(size);
                         } else {
                             j.queue_delivered(&self.key, item.id, item.receive_count);
                         }
@@ -709,7 +871,8 @@ impl QueueChan {
             self.counters.dead_lettered += 1;
             let dlq = ChannelKey::new(Pattern::Queues, &format!("{}.dlq", key.name));
             self.journal.borrow_mut().queue_ack(&self.key, item.id, item.seg);
-            out.push(ShardMsg::Publish { key: dlq, msg: item.msg, ack: None });
+            self.gone(&item);
+            out.push(ShardMsg::DeadLetter { key: dlq, msg: item.msg });
         } else {
             self.ready.push_back(item);
         }
@@ -730,7 +893,10 @@ impl QueueChan {
         }
         let Some((mut item, _)) = self.take_unacked(token) else { return };
         match outcome {
-            Outcome::Accepted | Outcome::Rejected => self.journal.borrow_mut().queue_ack(&self.key, item.id, item.seg),
+            Outcome::Accepted | Outcome::Rejected => {
+                self.journal.borrow_mut().queue_ack(&self.key, item.id, item.seg);
+                self.gone(&item);
+            }
             Outcome::Requeue => self.requeue(key, item, max_receive_count, out),
             Outcome::Undelivered => {
                 item.receive_count = item.receive_count.saturating_sub(1);
@@ -1306,6 +1472,18 @@ impl StoreChan {
     }
 }
 
+/// A publish refused by a limit: rejected when the producer waits for the outcome,
+/// dropped and counted when it sent it pre-settled.
+fn refuse_publish(ack: Option<super::PublishAck>, why: &str, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
+    match ack {
+        Some(ack) => out.push(ShardMsg::PublishDone {
+            ack,
+            result: Err((sluice_proto::types::condition::RESOURCE_LIMIT_EXCEEDED, why.to_owned())),
+        }),
+        None => stats.transfers_in_dropped += 1,
+    }
+}
+
 fn in_use(sub: SubRef) -> ShardMsg {
     ShardMsg::SubscribeDone { sub, result: Err(("amqp:not-allowed", "durable subscription in use".into())) }
 }
@@ -1343,9 +1521,26 @@ struct RpcChan {
     responders: Vec<Responder>,
     rr: usize,
     waiting: VecDeque<(Msg, u64)>,
+    /// Payload bytes of `waiting`.
+    waiting_bytes: u64,
+    counters: Counters,
 }
 
 impl RpcChan {
+    /// Requests whose deadline passed while no responder took them (their requesters
+    /// have answered them already).
+    fn drop_expired(&mut self, now_ms: u64, stats: &mut HomeStats) {
+        let bytes = &mut self.waiting_bytes;
+        self.waiting.retain(|(m, deadline)| {
+            let live = *deadline > now_ms;
+            if !live {
+                *bytes = bytes.saturating_sub(m.payload.len() as u64);
+                stats.transfers_in_dropped += 1;
+            }
+            live
+        });
+    }
+
     fn subscribe(&mut self, sub: SubRef, spec: &SubSpec, now_ms: u64, out: &mut Vec<ShardMsg>) {
         self.responders.push(Responder { sub, credit: Credit::default(), presettled: spec.presettled });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
@@ -1356,6 +1551,7 @@ impl RpcChan {
     /// Requests go round-robin to responders with credit; expired ones are dropped.
     fn dispatch(&mut self, now_ms: u64, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
         while let Some((msg, deadline)) = self.waiting.pop_front() {
+            self.waiting_bytes = self.waiting_bytes.saturating_sub(msg.payload.len() as u64);
             if deadline <= now_ms {
                 stats.transfers_in_dropped += 1;
                 continue;
@@ -1363,6 +1559,7 @@ impl RpcChan {
             let n = self.responders.len();
             let pick = (0..n).map(|k| (self.rr + k) % n).find(|i| self.responders[*i].credit.credit > 0);
             let Some(i) = pick else {
+                self.waiting_bytes += msg.payload.len() as u64;
                 self.waiting.push_front((msg, deadline));
                 break;
             };

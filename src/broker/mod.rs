@@ -222,6 +222,14 @@ pub enum ShardMsg {
         /// The link.
         sub: SubRef,
     },
+    /// A queue message delivered too often, moved to `queues/<channel>.dlq` (taken
+    /// whatever the queue limits say: it was accepted once).
+    DeadLetter {
+        /// The dead-letter channel.
+        key: ChannelKey,
+        /// The message.
+        msg: Msg,
+    },
     /// An RPC request routed to responders.
     RpcRequest {
         /// commands/ or queries/ channel.
@@ -333,6 +341,7 @@ impl ShardMsg {
             | ShardMsg::RingSpace { key, .. }
             | ShardMsg::Consumed { key, .. }
             | ShardMsg::Extend { key, .. }
+            | ShardMsg::DeadLetter { key, .. }
             | ShardMsg::RpcRequest { key, .. } => key.home(shards),
             ShardMsg::PublishDone { ack, .. } => ack.link.shard as usize,
             ShardMsg::SubscribeDone { sub, .. }

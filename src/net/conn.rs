@@ -3,7 +3,7 @@
 //! large batches, and delivers what the channels' homes send back.
 
 use crate::broker::address::{self, ChannelKey, Node};
-use crate::broker::home::EVENT_OVERHEAD;
+use crate::broker::home::{EVENT_OVERHEAD, QUEUE_FULL, TOO_MANY_CHANNELS};
 use crate::broker::message::{self, Refusal};
 use crate::broker::selector::Selector;
 use crate::broker::{now_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
@@ -43,6 +43,14 @@ const NODE_QUEUE_MAX: usize = 4096;
 const MAX_LINK_NAME: usize = 1024;
 /// How long a failed authentication waits before its outcome and the close.
 const AUTH_FAILURE_DELAY_MS: u64 = 1000;
+/// A producer whose channel refused a publish for a limit gets no credit for this
+/// long, then one credit at a time (a probe) until a publish is accepted.
+const LIMIT_BACKOFF_MS: u64 = 100;
+
+/// `a` comes after `b` in serial-number arithmetic (delivery-ids wrap).
+fn serial_after(a: u32, b: u32) -> bool {
+    (a.wrapping_sub(b) as i32) > 0
+}
 /// The selector filter keys.
 const SELECTOR_KEYS: [&str; 2] = ["apache.org:selector-filter:string", "jms-selector"];
 
@@ -174,6 +182,11 @@ struct Driver {
     registry_count: (usize, usize, usize),
     /// Produce links whose credit top-up waits for a backed-up shard ring.
     deferred_topups: Vec<LinkId>,
+    /// Produce links whose channel refused a publish for a limit (queue full, too
+    /// many channels): no top-ups until this driver time (ms), then one credit as a
+    /// probe (0: probing), until a publish sent after the refused one (delivery-id,
+    /// the third field) is accepted.
+    backoffs: Vec<(LinkId, u64, u32)>,
     info: ConnectionInfo,
     /// CN of a verified client certificate (SASL EXTERNAL).
     client_cn: Option<String>,
@@ -259,6 +272,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         registry_due: None,
         registry_count: (usize::MAX, 0, 0),
         deferred_topups: Vec::new(),
+        backoffs: Vec::new(),
         info: ConnectionInfo {
             connected_at: rfc3339_now(),
             source_ip: peer.ip,
@@ -417,6 +431,7 @@ impl Driver {
             self.engine.handle_timeout(now);
             self.expire_rpc();
             self.retry_topups();
+            self.retry_backoffs(now);
             self.auth_timers();
             self.handle_events();
             self.inbox.drain(&mut msgs);
@@ -467,6 +482,9 @@ impl Driver {
             rpc = Some(rpc.map_or(soon, |t| t.min(soon)));
         }
         if let Some(t) = self.registry_due {
+            rpc = Some(rpc.map_or(t, |r| r.min(t)));
+        }
+        if let Some(t) = self.backoffs.iter().map(|b| b.1).filter(|t| *t != 0).min() {
             rpc = Some(rpc.map_or(t, |r| r.min(t)));
         }
         match (self.engine.poll_timeout(), rpc) {
@@ -1520,7 +1538,7 @@ impl Driver {
     /// unless the ring towards the channel's home shard is backed up: then the
     /// top-up waits, and the producer's credit is what pushes back.
     fn top_up(&mut self, link: LinkId, window: u32) {
-        if self.engine.link_credit(link) >= window / 2 {
+        if self.engine.link_credit(link) >= window / 2 || self.backoffs.iter().any(|b| b.0 == link) {
             return;
         }
         let (home, durable) = match self.links.get(&link).map(|c| &c.kind) {
@@ -1541,6 +1559,58 @@ impl Driver {
             return;
         }
         let _ = self.engine.grant_credit(link, window, false);
+    }
+
+    /// A publish on `link` was refused for a limit of its channel: its producer gets
+    /// no more credit for [`LIMIT_BACKOFF_MS`], then one credit at a time until a
+    /// publish is accepted. Links of the anonymous terminus route per message and are
+    /// not backed off.
+    fn back_off(&mut self, link: LinkId, delivery_id: u32) {
+        let Some(LinkKind::Produce { target: ProduceTarget::Channel(_), .. }) = self.links.get(&link).map(|c| &c.kind)
+        else {
+            return;
+        };
+        let until = self.now() + LIMIT_BACKOFF_MS;
+        match self.backoffs.iter_mut().find(|b| b.0 == link) {
+            Some(b) => {
+                b.1 = until;
+                if serial_after(delivery_id, b.2) {
+                    b.2 = delivery_id;
+                }
+            }
+            None => self.backoffs.push((link, until, delivery_id)),
+        }
+    }
+
+    /// A publish on `link` was accepted: a back-off is over when that publish was
+    /// sent after the last refused one (an accept for an earlier message can arrive
+    /// later, after its group commit).
+    fn back_on(&mut self, link: LinkId, delivery_id: u32) {
+        let Some(i) = self.backoffs.iter().position(|b| b.0 == link && serial_after(delivery_id, b.2)) else {
+            return;
+        };
+        self.backoffs.swap_remove(i);
+        if let Some(LinkKind::Produce { window, .. }) = self.links.get(&link).map(|c| &c.kind) {
+            let window = *window;
+            self.top_up(link, window);
+        }
+    }
+
+    fn retry_backoffs(&mut self, now: u64) {
+        if self.backoffs.is_empty() {
+            return;
+        }
+        let links = &self.links;
+        self.backoffs.retain(|b| links.contains_key(&b.0));
+        for i in 0..self.backoffs.len() {
+            let (link, until, _) = self.backoffs[i];
+            if until != 0 && now >= until {
+                self.backoffs[i].1 = 0;
+                if self.engine.link_credit(link) == 0 {
+                    let _ = self.engine.grant_credit(link, 1, false);
+                }
+            }
+        }
     }
 
     fn retry_topups(&mut self) {
@@ -1772,10 +1842,19 @@ impl Driver {
             ShardMsg::PublishDone { ack, result } => {
                 let Some(&link) = self.serials.get(&ack.link.link) else { return };
                 let state = match result {
-                    Ok(()) => DeliveryState::Accepted,
-                    Err((cond, why)) => DeliveryState::Rejected(Box::new(sluice_proto::types::Rejected {
-                        error: Some(Error::new(cond, why)),
-                    })),
+                    Ok(()) => {
+                        self.back_on(link, ack.delivery_id);
+                        DeliveryState::Accepted
+                    }
+                    Err((cond, why)) => {
+                        if cond == condition::RESOURCE_LIMIT_EXCEEDED && (why == QUEUE_FULL || why == TOO_MANY_CHANNELS)
+                        {
+                            self.back_off(link, ack.delivery_id);
+                        }
+                        DeliveryState::Rejected(Box::new(sluice_proto::types::Rejected {
+                            error: Some(Error::new(cond, why)),
+                        }))
+                    }
                 };
                 self.engine.disposition(link, ack.delivery_id, true, Some(state));
             }

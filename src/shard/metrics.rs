@@ -158,6 +158,12 @@ pub struct ShardSnapshot {
     pub events_store_dropped_stalled: u64,
     /// rpc_late_responses.
     pub rpc_late_responses: u64,
+    /// Publishes refused because their queue was full.
+    pub queue_full: u64,
+    /// Publishes and attaches refused because the shard kept its maximum of channels.
+    pub channel_limit: u64,
+    /// Channels kept, by pattern (order of [`PATTERNS`]).
+    pub channel_counts: [u64; 5],
     /// Connections.
     pub connections: Vec<ConnectionInfo>,
     /// Links.
@@ -197,6 +203,9 @@ pub fn snapshot(shard: &Shard) -> ShardSnapshot {
         events_dropped_no_credit: home.stats.events_dropped_no_credit + c.events_dropped_held.get(),
         events_store_dropped_stalled: c.events_store_dropped_stalled.get(),
         rpc_late_responses: c.rpc_late_responses.get(),
+        queue_full: home.stats.queue_full,
+        channel_limit: home.stats.channel_limit,
+        channel_counts: home.channel_counts(),
         connections: reg.connections.values().cloned().collect(),
         links: reg.links.values().flatten().cloned().collect(),
         channels: home.channel_stats(),

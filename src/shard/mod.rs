@@ -326,6 +326,11 @@ async fn shard_main(
         max_bytes: settings.events_store_retention_bytes,
     };
     let mut home = Home::new(settings.max_receive_count, retention, qj.clone(), ej.clone());
+    home.limits = crate::broker::home::Limits {
+        queue_max_messages: settings.queue_max_messages,
+        queue_max_bytes: settings.queue_max_bytes,
+        max_channels: settings.max_channels,
+    };
     home.restore(recovered);
     let health = crate::store::Health { healthy: global.store_ok[id as usize].clone() };
     let tls = crate::net::tls::server_config(&global.settings)

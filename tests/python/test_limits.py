@@ -212,3 +212,44 @@ def test_body_kinds_round_trip(broker, amqp, body):
     assert got.body == body
     if isinstance(body, bytes):
         assert got.message.inferred, "a Data body must come back as a Data section"
+
+
+# ------------------------------------------------------------------ queue and channel limits
+
+
+def test_full_queue_rejects_with_resource_limit_exceeded_and_keeps_what_it_accepted(broker_factory, amqp):
+    # proton as the third-party client: the rejection is a normal AMQP outcome, the
+    # link stays attached, and a consumer finds exactly the accepted messages.
+    b = broker_factory(SLUICE_QUEUE_MAX_MESSAGES="3")
+    ch = f"queues/{uid('q')}"
+    c = amqp.connect(b.url)
+    s = c.sender(ch)
+    sent = [s.send(data_message(f"m{i}".encode())) for i in range(5)]
+    states = s.wait_settled(sent)
+    assert states == [ACCEPTED] * 3 + [REJECTED] * 2, states
+    for d in sent[3:]:
+        cond = d.remote.condition
+        assert cond is not None and cond.name == "amqp:resource-limit-exceeded", cond
+        assert cond.description == "queue full", cond.description
+    assert not s.is_remote_closed()
+    r = c.receiver(ch, credit=10)
+    got = r.take(3)
+    for m in got:
+        m.accept()
+    amqp.pump(0.3)
+    assert [bytes(m.body) for m in got] == [b"m0", b"m1", b"m2"] and r.received == []
+    # Room again: the producer is given credit back and the next publish goes in.
+    amqp.wait(lambda: s.link.credit > 0, 5, "credit after the queue has room")
+    assert s.send_and_wait(data_message(b"m5")).remote_state == ACCEPTED
+    assert [bytes(m.body) for m in r.take(1)] == [b"m5"]
+
+
+def test_channel_limit_refuses_the_attach_with_resource_limit_exceeded(broker_factory, amqp):
+    b = broker_factory(SLUICE_SHARDS="1", SLUICE_MAX_CHANNELS="2")
+    c = amqp.connect(b.url)
+    c.receiver(f"queues/{uid('q')}")
+    c.receiver(f"events/{uid('e')}")
+    third = c.receiver(f"queues/{uid('q')}", wait=False)
+    cond = third.wait_detached()
+    assert cond is not None and cond.name == "amqp:resource-limit-exceeded", cond
+    assert not c.is_remote_closed(), c.remote_condition
