@@ -48,8 +48,8 @@ fn check_config_validates_without_starting() {
 #[test]
 fn logs_are_json_lines_when_asked() {
     let dir = fresh_dir("jsonlog");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-    let admin = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = common::free_port();
+    let admin = common::free_port();
     let child = sluice()
         .env("SLUICE_LOG_FORMAT", "json")
         .env("SLUICE_DATA_DIR", &dir)
@@ -86,7 +86,7 @@ fn healthz_is_not_ready_until_every_shard_listens_and_during_shutdown() {
     // A free port can be taken by a parallel test before we bind it: try a few.
     let (admin, global) = (0..5)
         .find_map(|_| {
-            let admin = std::net::TcpListener::bind("127.0.0.1:0").ok()?.local_addr().ok()?.port();
+            let admin = common::free_port();
             let settings = sluice::config::Settings {
                 shards: 2,
                 admin_addr: format!("127.0.0.1:{admin}"),

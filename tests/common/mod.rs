@@ -11,7 +11,21 @@ pub struct Broker {
     pub admin: u16,
 }
 
-fn free_port() -> u16 {
+/// A port that is free now, below the kernel's ephemeral range (32768 and up), so the
+/// clients' own connections, whose local ports come from that range, cannot take it
+/// between this check and the broker's bind.
+pub fn free_port() -> u16 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let seed = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+        ^ u64::from(std::process::id()) << 20;
+    for i in 0..10_000u64 {
+        let x = (seed ^ NEXT.fetch_add(1, Ordering::Relaxed).wrapping_mul(0x9E37_79B9_7F4A_7C15)).wrapping_add(i);
+        let port = 10_000 + (x % 22_000) as u16;
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
     TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("free port")
 }
 
@@ -22,8 +36,23 @@ impl Broker {
         Self::try_start(env).expect("broker did not become ready")
     }
 
-    /// Start; None if the broker exited or did not become ready.
+    /// Start; None if the broker exited or did not become ready. A broker that exits
+    /// at once because another test's process took one of its ports in the meantime
+    /// is started again on other ports.
     pub fn try_start(env: &[(&str, &str)]) -> Option<Broker> {
+        for _ in 0..4 {
+            let started = Instant::now();
+            match Self::try_start_once(env) {
+                Ok(b) => return Some(b),
+                Err(exited) if exited && started.elapsed() < Duration::from_secs(5) => continue,
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    /// Err(true): the broker exited; Err(false): it did not become ready in time.
+    fn try_start_once(env: &[(&str, &str)]) -> Result<Broker, bool> {
         let port = free_port();
         let admin = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
@@ -44,12 +73,15 @@ impl Broker {
         let mut b = Broker { child, port, admin };
         let deadline = Instant::now() + Duration::from_secs(20);
         while b.http("/healthz").map(|(s, _)| s) != Some(200) {
-            if Instant::now() > deadline || matches!(b.child.try_wait(), Ok(Some(_))) {
-                return None;
+            if matches!(b.child.try_wait(), Ok(Some(_))) {
+                return Err(true);
+            }
+            if Instant::now() > deadline {
+                return Err(false);
             }
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(b)
+        Ok(b)
     }
 
     /// SIGKILL, and wait for the process to be gone.

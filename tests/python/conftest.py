@@ -12,6 +12,7 @@ A broker's stderr goes to a file that is printed when a test using it fails.
 import faulthandler
 import json
 import os
+import random
 import re
 import signal
 import socket
@@ -37,6 +38,19 @@ STARTUP_TIMEOUT_S = 10
 
 
 def free_port():
+    # Below the kernel's ephemeral range (32768 and up): the clients' own connections
+    # take their local ports from that range and cannot grab this one before the
+    # broker binds it.
+    for _ in range(10000):
+        port = random.randrange(10000, 32000)
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            s.bind(("127.0.0.1", port))
+            return port
+        except OSError:
+            continue
+        finally:
+            s.close()
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
