@@ -711,7 +711,7 @@ fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
         assert!(rejected_as(&p.wait_outcome(s, id).unwrap()).is_some());
         refused += 1;
     }
-    assert!(refused < 1024, "{refused}");
+    assert!(refused <= 1024, "more refusals than one window: {refused}");
     for _ in 0..3 {
         let deadline = Instant::now() + Duration::from_millis(1000);
         while p.engine().link_credit(s) == 0 && Instant::now() < deadline {
@@ -722,6 +722,18 @@ fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
         assert!(rejected_as(&p.wait_outcome(s, id).unwrap()).is_some());
         refused += 1;
     }
+    // A producer that stops probing is not held back for ever: a second after the
+    // last refusal its window comes back (what it sends to a still-full queue is
+    // refused again).
+    let quiet = Instant::now();
+    while p.engine().link_credit(s) <= 1 && quiet.elapsed() < Duration::from_secs(3) {
+        p.pump(Duration::from_millis(10)).unwrap();
+    }
+    assert!(p.engine().link_credit(s) > 512, "window after a quiet second: {}", p.engine().link_credit(s));
+    assert!(quiet.elapsed() >= Duration::from_millis(800), "window back too early: {:?}", quiet.elapsed());
+    let id = p.send(s, data_message(b"still full"), false).unwrap();
+    assert!(rejected_as(&p.wait_outcome(s, id).unwrap()).is_some());
+    refused += 1;
     // A pre-settled publish to the full queue is dropped and counted.
     let ps = p
         .attach_sender(ch, "ps", Some("queues/full"), &LinkOptions { presettled: true, ..Default::default() })
@@ -742,13 +754,22 @@ fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
             body(&d)
         })
         .collect();
-    c.pump(Duration::from_millis(200)).unwrap();
-    let deadline = Instant::now() + Duration::from_secs(2);
-    while p.engine().link_credit(s) == 0 && Instant::now() < deadline {
-        p.pump(Duration::from_millis(10)).unwrap();
+    // The consumer's settlements reach the queue in their own time: publish until
+    // one is accepted (each refused attempt is counted and not stored).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        c.pump(Duration::from_millis(20)).unwrap();
+        while p.engine().link_credit(s) == 0 && Instant::now() < deadline {
+            p.pump(Duration::from_millis(10)).unwrap();
+        }
+        let id = p.send(s, data_message(b"room again"), false).unwrap();
+        let st = p.wait_outcome(s, id).unwrap();
+        if st == Some(DeliveryState::Accepted) {
+            break;
+        }
+        assert!(rejected_as(&st).is_some() && Instant::now() < deadline, "{st:?}");
+        refused += 1;
     }
-    let id = p.send(s, data_message(b"room again"), false).unwrap();
-    assert_eq!(p.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
     let deadline = Instant::now() + Duration::from_secs(2);
     while p.engine().link_credit(s) <= 1 && Instant::now() < deadline {
         p.pump(Duration::from_millis(10)).unwrap();
@@ -787,6 +808,22 @@ fn the_queue_byte_limit_counts_payloads_and_lets_one_large_message_into_an_empty
         assert!(accepted <= 10, "never refused");
     }
     assert_eq!(accepted, 1000 / size, "{size}-byte payloads");
+    // Settled messages give their bytes back.
+    let r = p.attach_receiver(ch, "r", Some("queues/bytes"), &LinkOptions::default()).unwrap();
+    p.engine().grant_credit(r, 100, false).unwrap();
+    assert_eq!(drain_queue(&mut p, r, Duration::from_millis(500)).len(), accepted);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let mut again = 0;
+    while again < accepted {
+        while p.engine().link_credit(s) == 0 {
+            p.pump(Duration::from_millis(10)).unwrap();
+        }
+        let id = p.send(s, m.clone(), false).unwrap();
+        match p.wait_outcome(s, id).unwrap() {
+            Some(DeliveryState::Accepted) => again += 1,
+            st => assert!(Instant::now() < deadline, "settled bytes not given back: {st:?}"),
+        }
+    }
     let q2 = p.attach_sender(ch, "big", Some("queues/bytes-big"), &LinkOptions::default()).unwrap();
     p.wait_credit(q2).unwrap();
     let big = data_message(&vec![4u8; 5000]);
@@ -869,4 +906,31 @@ fn the_channel_limit_refuses_new_channels_and_idle_ones_are_forgotten() {
     assert_eq!(drain_queue(&mut c, r, Duration::from_millis(500)), vec![b"kept".to_vec()]);
     c.engine().grant_credit(d, 10, false).unwrap();
     assert!(no_delivery_within(&mut c, d, Duration::from_millis(200)), "the refused message was not stored");
+}
+
+#[test]
+fn a_forgotten_events_store_channel_keeps_its_sequence() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "1"), ("SLUICE_EVENTS_STORE_RETENTION_SECONDS", "1")]);
+    let mut c = Client::connect(b.addr(), "es-seq").unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some("events-store/seq"), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    let id = c.send(s, data_message(b"first"), false).unwrap();
+    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    // Retention empties it after a second; with nothing stored and nobody attached it
+    // is forgotten a few seconds later.
+    let l = "sluice_channels{pattern=\"events-store\"}";
+    assert_eq!(b.metric(l), Some(1.0));
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while b.metric(l) != Some(0.0) && Instant::now() < deadline {
+        c.pump(Duration::from_millis(250)).unwrap();
+    }
+    assert_eq!(b.metric(l), Some(0.0), "the emptied channel is forgotten");
+    let id = c.send(s, data_message(b"second"), false).unwrap();
+    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    // The sequence goes on from the journal's mark: the second event is number 2.
+    let opts = props(&[("x-opt-kubemq-start", Value::string("sequence:2"))]);
+    let r = c.attach_receiver(ch, "r", Some("events-store/seq"), &opts).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    assert_eq!(body(&c.receive(r, WAIT).unwrap()), b"second");
 }

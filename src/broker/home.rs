@@ -290,10 +290,12 @@ impl Home {
         ]
     }
 
-    /// Forget the channels that hold nothing, have nobody attached and saw no publish
-    /// for [`CHANNEL_IDLE_MS`]. An events-store channel that ever took an event is
-    /// kept: its next sequence number must survive.
+    /// Forget the channels that hold nothing, have no consumer attached and saw no
+    /// publish for [`CHANNEL_IDLE_MS`]. An events-store channel that ever took an event
+    /// is forgotten only when the journal keeps its next sequence number (fsync mode):
+    /// its sequence must never restart.
     fn sweep(&mut self, now_ms: u64) {
+        let marks_kept = self.events_journal.borrow().is_enabled();
         for r in self.rpcs.values_mut() {
             r.drop_expired(now_ms, &mut self.stats);
         }
@@ -303,7 +305,7 @@ impl Home {
         self.events.retain(|_, e| !(e.subs.is_empty() && e.counters.idle(now_ms)));
         self.rpcs.retain(|_, r| !(r.responders.is_empty() && r.waiting.is_empty() && r.counters.idle(now_ms)));
         self.stores.retain(|_, s| {
-            !(s.next_seq == 1
+            !((s.next_seq == 1 || marks_kept)
                 && s.log.is_empty()
                 && s.readers.is_empty()
                 && s.parked.is_empty()
@@ -317,13 +319,15 @@ impl Home {
         channel(&mut self.queues, key, || QueueChan::new(key.clone(), j.clone()))
     }
 
+    /// A store forgotten by the sweep comes back with the next sequence number the
+    /// journal remembers for it, so its sequence never restarts.
     fn store(&mut self, key: &ChannelKey) -> &mut StoreChan {
         let j = &self.events_journal;
-        channel(&mut self.stores, key, || StoreChan::new(key.clone(), j.clone()))
-    }
-
-    fn events_chan(&mut self, key: &ChannelKey) -> &mut EventsChan {
-        channel(&mut self.events, key, EventsChan::default)
+        channel(&mut self.stores, key, || {
+            let mut s = StoreChan::new(key.clone(), j.clone());
+            s.next_seq = j.borrow().next_seq_mark(key).unwrap_or(1);
+            s
+        })
     }
 
     /// Handle one home-bound message; messages to send are appended to `out`.
@@ -331,7 +335,8 @@ impl Home {
         match msg {
             ShardMsg::Publish { key, msg, ack } => {
                 let bytes = msg.payload.len() as u64;
-                if !self.has_room_for(&key) {
+                // An events publish never creates its channel (see `PublishBatch`).
+                if key.pattern != Pattern::Events && !self.has_room_for(&key) {
                     self.stats.channel_limit += 1;
                     return refuse_publish(ack, TOO_MANY_CHANNELS, &mut self.stats, out);
                 }
@@ -355,12 +360,11 @@ impl Home {
                         self.next_queue_id = id.wrapping_add(1);
                     }
                     Pattern::Events => {
-                        let mut stats = std::mem::take(&mut self.stats);
-                        let e = self.events_chan(&key);
-                        e.counters.count_publish(bytes, now_ms);
-                        e.publish(msg, &mut stats);
-                        e.flush(out);
-                        self.stats = stats;
+                        if let Some(e) = self.events.get_mut(&key) {
+                            e.counters.count_publish(bytes, now_ms);
+                            e.publish(msg, &mut self.stats);
+                            e.flush(out);
+                        }
                         out.extend(ack.map(done_ok));
                     }
                     Pattern::EventsStore => {
@@ -377,19 +381,16 @@ impl Home {
             }
             ShardMsg::PublishBatch { key, msgs } => {
                 if key.pattern == Pattern::Events {
-                    if !self.has_room_for(&key) {
-                        // No channel, so nobody subscribed: the events meet no one
-                        // (as on any channel without subscribers).
-                        return;
-                    }
-                    let mut stats = std::mem::take(&mut self.stats);
-                    let e = self.events_chan(&key);
+                    // An events channel exists only while someone subscribes (and for
+                    // a few seconds after): publishing to a name nobody subscribes to
+                    // costs nothing and uses up no channel slot. Its events meet no
+                    // one, as on any channel without subscribers.
+                    let Some(e) = self.events.get_mut(&key) else { return };
                     for msg in msgs {
                         e.counters.count_publish(msg.payload.len() as u64, now_ms);
-                        e.publish(msg, &mut stats);
+                        e.publish(msg, &mut self.stats);
                     }
                     e.flush(out);
-                    self.stats = stats;
                 } else {
                     // Only events are batched; anything else is handled one by one.
                     for msg in msgs {
@@ -398,7 +399,7 @@ impl Home {
                 }
             }
             ShardMsg::DeadLetter { key, msg } => {
-                // Already accepted once: moved whatever the limits say, never lost.
+                // Already accepted once: moved whatever the limits say.
                 let id = self.next_queue_id;
                 self.next_queue_id = id.wrapping_add(1);
                 let q = self.queue(&key);

@@ -47,6 +47,25 @@ const AUTH_FAILURE_DELAY_MS: u64 = 1000;
 /// long, then one credit at a time (a probe) until a publish is accepted.
 const LIMIT_BACKOFF_MS: u64 = 100;
 
+/// A back-off ends after this long without a limit refusal on the link, whatever
+/// became of its probes (answered otherwise, sent pre-settled, aborted).
+const LIMIT_BACKOFF_FORGET_MS: u64 = 1_000;
+
+/// A producer link backed off after a limit refusal: no credit top-ups; one credit
+/// every [`LIMIT_BACKOFF_MS`] while it has none (a probe); over when a publish sent
+/// after the last refused one is accepted, or [`LIMIT_BACKOFF_FORGET_MS`] after the
+/// last refusal.
+#[derive(Debug, Clone, Copy)]
+struct Backoff {
+    link: LinkId,
+    /// Driver time (ms) of the next probe.
+    probe_at: u64,
+    /// Driver time (ms) of the last refusal.
+    refused_at: u64,
+    /// Delivery-id of the last refused publish.
+    refused_id: u32,
+}
+
 /// `a` comes after `b` in serial-number arithmetic (delivery-ids wrap).
 fn serial_after(a: u32, b: u32) -> bool {
     (a.wrapping_sub(b) as i32) > 0
@@ -183,10 +202,8 @@ struct Driver {
     /// Produce links whose credit top-up waits for a backed-up shard ring.
     deferred_topups: Vec<LinkId>,
     /// Produce links whose channel refused a publish for a limit (queue full, too
-    /// many channels): no top-ups until this driver time (ms), then one credit as a
-    /// probe (0: probing), until a publish sent after the refused one (delivery-id,
-    /// the third field) is accepted.
-    backoffs: Vec<(LinkId, u64, u32)>,
+    /// many channels): see [`Backoff`].
+    backoffs: Vec<Backoff>,
     info: ConnectionInfo,
     /// CN of a verified client certificate (SASL EXTERNAL).
     client_cn: Option<String>,
@@ -484,7 +501,7 @@ impl Driver {
         if let Some(t) = self.registry_due {
             rpc = Some(rpc.map_or(t, |r| r.min(t)));
         }
-        if let Some(t) = self.backoffs.iter().map(|b| b.1).filter(|t| *t != 0).min() {
+        if let Some(t) = self.backoffs.iter().map(|b| b.probe_at.min(b.refused_at + LIMIT_BACKOFF_FORGET_MS)).min() {
             rpc = Some(rpc.map_or(t, |r| r.min(t)));
         }
         match (self.engine.poll_timeout(), rpc) {
@@ -1381,6 +1398,10 @@ impl Driver {
     }
 
     fn on_detached(&mut self, link: LinkId) {
+        // The engine may hand this id to a new link at once: nothing of the old one's
+        // back-off or deferred top-up may stick to it.
+        self.backoffs.retain(|b| b.link != link);
+        self.deferred_topups.retain(|l| *l != link);
         let Some(ctx) = self.remove_link(link) else { return };
         self.serials.remove(&ctx.serial);
         self.release_held(link);
@@ -1538,7 +1559,7 @@ impl Driver {
     /// unless the ring towards the channel's home shard is backed up: then the
     /// top-up waits, and the producer's credit is what pushes back.
     fn top_up(&mut self, link: LinkId, window: u32) {
-        if self.engine.link_credit(link) >= window / 2 || self.backoffs.iter().any(|b| b.0 == link) {
+        if self.engine.link_credit(link) >= window / 2 || self.backoffs.iter().any(|b| b.link == link) {
             return;
         }
         let (home, durable) = match self.links.get(&link).map(|c| &c.kind) {
@@ -1570,15 +1591,17 @@ impl Driver {
         else {
             return;
         };
-        let until = self.now() + LIMIT_BACKOFF_MS;
-        match self.backoffs.iter_mut().find(|b| b.0 == link) {
+        let now = self.now();
+        let probe_at = now + LIMIT_BACKOFF_MS;
+        match self.backoffs.iter_mut().find(|b| b.link == link) {
             Some(b) => {
-                b.1 = until;
-                if serial_after(delivery_id, b.2) {
-                    b.2 = delivery_id;
+                b.probe_at = probe_at;
+                b.refused_at = now;
+                if serial_after(delivery_id, b.refused_id) {
+                    b.refused_id = delivery_id;
                 }
             }
-            None => self.backoffs.push((link, until, delivery_id)),
+            None => self.backoffs.push(Backoff { link, probe_at, refused_at: now, refused_id: delivery_id }),
         }
     }
 
@@ -1586,10 +1609,15 @@ impl Driver {
     /// sent after the last refused one (an accept for an earlier message can arrive
     /// later, after its group commit).
     fn back_on(&mut self, link: LinkId, delivery_id: u32) {
-        let Some(i) = self.backoffs.iter().position(|b| b.0 == link && serial_after(delivery_id, b.2)) else {
+        let Some(i) = self.backoffs.iter().position(|b| b.link == link && serial_after(delivery_id, b.refused_id))
+        else {
             return;
         };
         self.backoffs.swap_remove(i);
+        self.top_up_produce(link);
+    }
+
+    fn top_up_produce(&mut self, link: LinkId) {
         if let Some(LinkKind::Produce { window, .. }) = self.links.get(&link).map(|c| &c.kind) {
             let window = *window;
             self.top_up(link, window);
@@ -1600,16 +1628,25 @@ impl Driver {
         if self.backoffs.is_empty() {
             return;
         }
+        let mut over = Vec::new();
         let links = &self.links;
-        self.backoffs.retain(|b| links.contains_key(&b.0));
-        for i in 0..self.backoffs.len() {
-            let (link, until, _) = self.backoffs[i];
-            if until != 0 && now >= until {
-                self.backoffs[i].1 = 0;
-                if self.engine.link_credit(link) == 0 {
-                    let _ = self.engine.grant_credit(link, 1, false);
+        self.backoffs.retain(|b| {
+            let forgotten = now >= b.refused_at + LIMIT_BACKOFF_FORGET_MS;
+            if forgotten {
+                over.push(b.link);
+            }
+            links.contains_key(&b.link) && !forgotten
+        });
+        for b in &mut self.backoffs {
+            if now >= b.probe_at {
+                b.probe_at = now + LIMIT_BACKOFF_MS;
+                if self.engine.link_credit(b.link) == 0 {
+                    let _ = self.engine.grant_credit(b.link, 1, false);
                 }
             }
+        }
+        for link in over {
+            self.top_up_produce(link);
         }
     }
 

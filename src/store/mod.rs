@@ -366,6 +366,11 @@ impl Journal {
         self.push_keyed(rtype::SEQ_MARK, key, [&next.to_be_bytes()], false);
     }
 
+    /// The next sequence number of an events-store channel, as last logged.
+    pub fn next_seq_mark(&self, key: &ChannelKey) -> Option<u64> {
+        self.seq_marks.get(key).copied()
+    }
+
     /// Restore the cursor and sequence-mark state found by recovery.
     pub fn restore_marks(&mut self, cursors: HashMap<(ChannelKey, String), u64>, marks: HashMap<ChannelKey, u64>) {
         self.cursors = cursors;

@@ -238,8 +238,8 @@ def test_full_queue_rejects_with_resource_limit_exceeded_and_keeps_what_it_accep
         m.accept()
     amqp.pump(0.3)
     assert [bytes(m.body) for m in got] == [b"m0", b"m1", b"m2"] and r.received == []
-    # Room again: the producer is given credit back and the next publish goes in.
-    amqp.wait(lambda: s.link.credit > 0, 5, "credit after the queue has room")
+    # Room again: the next publish goes in (the link still holds credit from its
+    # first window; the back-off only stops top-ups).
     assert s.send_and_wait(data_message(b"m5")).remote_state == ACCEPTED
     assert [bytes(m.body) for m in r.take(1)] == [b"m5"]
 
