@@ -420,3 +420,96 @@ fn a_full_disk_rejects_instead_of_accepting_and_recovers_when_space_returns() {
     }
     assert_eq!(b.metric("sluice_store_healthy"), Some(1.0));
 }
+
+/// Publish `n` ids unsettled, pipelined within the credit window; all must be accepted.
+fn publish_pipelined(b: &Broker, addr: &str, n: u32) {
+    let mut c = Client::connect(b.addr(), "pp").unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some(addr), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        while c.engine().link_credit(s) == 0 {
+            c.pump(Duration::from_millis(5)).unwrap();
+        }
+        ids.push(c.send(s, data_message(&i.to_be_bytes()), false).unwrap());
+    }
+    c.flush().unwrap();
+    for id in ids {
+        assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+}
+
+/// Dead-lettering moves a message between two queues, and in general between two
+/// shards' logs: the source forgets it only after the dead-letter queue has it on
+/// disk, so a SIGKILL at any moment leaves every message in one queue or the other
+/// (possibly both), never in neither.
+#[test]
+fn kill_minus_nine_while_dead_lettering_loses_no_message() {
+    use sluice::broker::address::ChannelKey;
+    use sluice::config::Pattern;
+    // A queue whose dead-letter queue lives on the other shard.
+    let name = (0..)
+        .map(|i| format!("dl-crash-{i}"))
+        .find(|n| {
+            ChannelKey::new(Pattern::Queues, n).home(2) != ChannelKey::new(Pattern::Queues, &format!("{n}.dlq")).home(2)
+        })
+        .unwrap();
+    let (addr, dlq) = (format!("queues/{name}"), format!("queues/{name}.dlq"));
+    const N: u32 = 3000;
+    for round in 0..3u64 {
+        let dir = fresh_dir("dlcrash");
+        let extra = [("SLUICE_MAX_RECEIVE_COUNT", "1")];
+        let mut b = Broker::start(&env(&dir, &extra));
+        publish_pipelined(&b, &addr, N);
+        // Release everything as it comes: each release moves the message to the DLQ.
+        let (a, broker) = (addr.clone(), b.addr());
+        let count = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let seen = count.clone();
+        let releaser = std::thread::spawn(move || {
+            let mut released = 0u32;
+            let Ok(mut c) = Client::connect(broker, "rel") else { return released };
+            let ch = c.begin().unwrap();
+            let r = c.attach_receiver(ch, "r", Some(&a), &LinkOptions::default()).unwrap();
+            c.engine().grant_credit(r, 1000, false).unwrap();
+            while let Ok(d) = c.receive(r, Duration::from_secs(2)) {
+                c.settle(r, d.delivery_id, DeliveryState::Released);
+                released += 1;
+                seen.store(released, std::sync::atomic::Ordering::Relaxed);
+                if c.engine().link_credit(r) < 100 && c.engine().grant_credit(r, 1000, false).is_err() {
+                    break;
+                }
+            }
+            released
+        });
+        // Killed while the moves are under way (a third, then two thirds in), and
+        // last a moment after they are all done.
+        let at = N / 3 * (round as u32 + 1);
+        let t0 = std::time::Instant::now();
+        while count.load(std::sync::atomic::Ordering::Relaxed) < at && t0.elapsed() < Duration::from_secs(20) {
+            std::thread::yield_now();
+        }
+        if round == 2 {
+            std::thread::sleep(Duration::from_millis(500));
+        }
+        b.kill9();
+        let released = releaser.join().unwrap();
+        let b = Broker::start(&env(&dir, &extra));
+        let mut got: HashSet<u32> = read_queue(&b, &addr).into_iter().collect();
+        let dead = read_queue(&b, &dlq);
+        got.extend(dead.iter().copied());
+        let missing: Vec<u32> = (0..N).filter(|i| !got.contains(i)).collect();
+        assert!(
+            missing.is_empty(),
+            "round {round}: {} of {N} messages in neither queue after kill -9 ({released} released, {} in the DLQ), e.g. {:?}",
+            missing.len(),
+            dead.len(),
+            &missing[..missing.len().min(5)]
+        );
+        if round == 2 {
+            // Every move was done and is on disk: all of them are in the DLQ.
+            let dead: HashSet<u32> = dead.into_iter().collect();
+            assert_eq!(dead.len(), N as usize, "the dead-letter queue's records were committed");
+        }
+    }
+}

@@ -300,7 +300,11 @@ impl Home {
             r.drop_expired(now_ms, &mut self.stats);
         }
         self.queues.retain(|_, q| {
-            !(q.ready.is_empty() && q.unacked.is_empty() && q.consumers.is_empty() && q.counters.idle(now_ms))
+            !(q.ready.is_empty()
+                && q.unacked.is_empty()
+                && q.moving.is_empty()
+                && q.consumers.is_empty()
+                && q.counters.idle(now_ms))
         });
         self.events.retain(|_, e| !(e.subs.is_empty() && e.counters.idle(now_ms)));
         self.rpcs.retain(|_, r| !(r.responders.is_empty() && r.waiting.is_empty() && r.counters.idle(now_ms)));
@@ -398,13 +402,29 @@ impl Home {
                     }
                 }
             }
-            ShardMsg::DeadLetter { key, msg } => {
+            ShardMsg::DeadLetter { key, msg, source, id: source_id } => {
                 // Already accepted once: moved whatever the limits say.
                 let id = self.next_queue_id;
                 self.next_queue_id = id.wrapping_add(1);
                 let q = self.queue(&key);
                 q.counters.count_publish(msg.payload.len() as u64, now_ms);
-                q.publish(id, msg, now_ms, None, out);
+                let done = ShardMsg::DeadLettered { key: source, id: source_id, ok: true };
+                q.publish(id, msg, now_ms, Some(done), out);
+            }
+            ShardMsg::DeadLettered { key, id, ok } => {
+                if let Some(q) = self.queues.get_mut(&key) {
+                    if let Some(item) = q.moving.remove(&id) {
+                        if ok {
+                            q.journal.borrow_mut().queue_ack(&q.key, item.id, item.seg);
+                            q.gone(&item);
+                        } else {
+                            // Not stored there: it stays here (and may be delivered
+                            // from both, at least once).
+                            q.ready.push_back(item);
+                            q.dispatch(now_ms, out);
+                        }
+                    }
+                }
             }
             ShardMsg::Subscribe { key, sub, .. } if !self.has_room_for(&key) => {
                 self.stats.channel_limit += 1;
@@ -703,7 +723,9 @@ struct QueueChan {
     key: ChannelKey,
     journal: Rc<RefCell<Journal>>,
     ready: VecDeque<QItem>,
-    /// Payload bytes of every message stored (waiting and unacked).
+    /// Messages on their way to the dead-letter queue, by id, until it has stored them.
+    moving: HashMap<u64, QItem>,
+    /// Payload bytes of every message stored (waiting, unacked and moving).
     bytes: u64,
     unacked: HashMap<u64, Unacked>,
     consumers: Vec<Consumer>,
@@ -720,6 +742,7 @@ impl QueueChan {
             key,
             journal,
             ready: VecDeque::new(),
+            moving: HashMap::default(),
             bytes: 0,
             unacked: HashMap::default(),
             consumers: Vec::new(),
@@ -733,7 +756,7 @@ impl QueueChan {
     /// At a limit: the message count, or the payload bytes this one would pass (a
     /// single larger message still enters an empty queue).
     fn full(&self, limits: Limits, size: u64) -> bool {
-        let stored = (self.ready.len() + self.unacked.len()) as u64;
+        let stored = (self.ready.len() + self.unacked.len() + self.moving.len()) as u64;
         (limits.queue_max_messages > 0 && stored >= limits.queue_max_messages)
             || (limits.queue_max_bytes > 0 && stored > 0 && self.bytes.saturating_add(size) > limits.queue_max_bytes)
     }
@@ -871,9 +894,9 @@ impl QueueChan {
         if max_receive_count > 0 && item.receive_count >= max_receive_count {
             self.counters.dead_lettered += 1;
             let dlq = ChannelKey::new(Pattern::Queues, &format!("{}.dlq", key.name));
-            self.journal.borrow_mut().queue_ack(&self.key, item.id, item.seg);
-            self.gone(&item);
-            out.push(ShardMsg::DeadLetter { key: dlq, msg: item.msg });
+            // Logged as gone here only once the dead-letter queue has it on disk.
+            out.push(ShardMsg::DeadLetter { key: dlq, msg: item.msg.clone(), source: self.key.clone(), id: item.id });
+            self.moving.insert(item.id, item);
         } else {
             self.ready.push_back(item);
         }

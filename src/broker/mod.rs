@@ -223,12 +223,29 @@ pub enum ShardMsg {
         sub: SubRef,
     },
     /// A queue message delivered too often, moved to `queues/<channel>.dlq` (taken
-    /// whatever the queue limits say: it was accepted once).
+    /// whatever the queue limits say: it was accepted once). Answered with
+    /// [`ShardMsg::DeadLettered`] once its publish record is on disk: only then does
+    /// the source queue log the message as gone, so a crash in between leaves it in
+    /// both queues rather than in neither.
     DeadLetter {
         /// The dead-letter channel.
         key: ChannelKey,
         /// The message.
         msg: Msg,
+        /// The queue it leaves.
+        source: ChannelKey,
+        /// Its id there.
+        id: u64,
+    },
+    /// The dead-letter queue has stored (`ok`) or could not store the message `id`
+    /// of queue `key`.
+    DeadLettered {
+        /// The source queue.
+        key: ChannelKey,
+        /// The message's id there.
+        id: u64,
+        /// Stored; false: the store failed, the message stays in the source queue.
+        ok: bool,
     },
     /// An RPC request routed to responders.
     RpcRequest {
@@ -342,6 +359,7 @@ impl ShardMsg {
             | ShardMsg::Consumed { key, .. }
             | ShardMsg::Extend { key, .. }
             | ShardMsg::DeadLetter { key, .. }
+            | ShardMsg::DeadLettered { key, .. }
             | ShardMsg::RpcRequest { key, .. } => key.home(shards),
             ShardMsg::PublishDone { ack, .. } => ack.link.shard as usize,
             ShardMsg::SubscribeDone { sub, .. }

@@ -654,6 +654,7 @@ fn reject(m: ShardMsg) -> ShardMsg {
             ack,
             result: Err(("amqp:resource-limit-exceeded", "message store unavailable".to_owned())),
         },
+        ShardMsg::DeadLettered { key, id, .. } => ShardMsg::DeadLettered { key, id, ok: false },
         other => other,
     }
 }
