@@ -679,6 +679,12 @@ fn rejected_as(st: &Option<DeliveryState>) -> Option<(String, String)> {
     }
 }
 
+/// Publish one message unsettled on `link` and wait for its outcome.
+fn outcome(c: &mut Client, link: LinkId, payload: bytes::Bytes) -> Option<DeliveryState> {
+    let id = c.send(link, payload, false).unwrap();
+    c.wait_outcome(link, id).unwrap()
+}
+
 /// Receive everything the queue gives within `wait` (accepting it), as bodies.
 fn drain_queue(c: &mut Client, r: LinkId, wait: Duration) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
@@ -697,18 +703,15 @@ fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
     let s = p.attach_sender(ch, "s", Some("queues/full"), &LinkOptions::default()).unwrap();
     p.wait_credit(s).unwrap();
     for i in 0..10u32 {
-        let id = p.send(s, data_message(&i.to_be_bytes()), false).unwrap();
-        assert_eq!(p.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted), "message {i}");
+        assert_eq!(outcome(&mut p, s, data_message(&i.to_be_bytes())), Some(DeliveryState::Accepted), "message {i}");
     }
-    let id = p.send(s, data_message(b"one too many"), false).unwrap();
-    let st = p.wait_outcome(s, id).unwrap();
+    let st = outcome(&mut p, s, data_message(b"one too many"));
     assert_eq!(rejected_as(&st), Some(("amqp:resource-limit-exceeded".to_owned(), "queue full".to_owned())), "{st:?}");
     // The producer spends what credit it still has (every message refused) and gets
     // no new window while the queue stays full: one probe credit at a time.
     let mut refused = 1;
     while p.engine().link_credit(s) > 0 && refused < 2048 {
-        let id = p.send(s, data_message(b"refused"), false).unwrap();
-        assert!(rejected_as(&p.wait_outcome(s, id).unwrap()).is_some());
+        assert!(rejected_as(&outcome(&mut p, s, data_message(b"refused"))).is_some());
         refused += 1;
     }
     assert!(refused <= 1024, "more refusals than one window: {refused}");
@@ -718,8 +721,7 @@ fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
             p.pump(Duration::from_millis(10)).unwrap();
         }
         assert_eq!(p.engine().link_credit(s), 1, "the probe is one credit");
-        let id = p.send(s, data_message(b"probe"), false).unwrap();
-        assert!(rejected_as(&p.wait_outcome(s, id).unwrap()).is_some());
+        assert!(rejected_as(&outcome(&mut p, s, data_message(b"probe"))).is_some());
         refused += 1;
     }
     // A producer that stops probing is not held back for ever: a second after the
@@ -731,8 +733,7 @@ fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
     }
     assert!(p.engine().link_credit(s) > 512, "window after a quiet second: {}", p.engine().link_credit(s));
     assert!(quiet.elapsed() >= Duration::from_millis(800), "window back too early: {:?}", quiet.elapsed());
-    let id = p.send(s, data_message(b"still full"), false).unwrap();
-    assert!(rejected_as(&p.wait_outcome(s, id).unwrap()).is_some());
+    assert!(rejected_as(&outcome(&mut p, s, data_message(b"still full"))).is_some());
     refused += 1;
     // A pre-settled publish to the full queue is dropped and counted.
     let ps = p
@@ -762,8 +763,7 @@ fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
         while p.engine().link_credit(s) == 0 && Instant::now() < deadline {
             p.pump(Duration::from_millis(10)).unwrap();
         }
-        let id = p.send(s, data_message(b"room again"), false).unwrap();
-        let st = p.wait_outcome(s, id).unwrap();
+        let st = outcome(&mut p, s, data_message(b"room again"));
         if st == Some(DeliveryState::Accepted) {
             break;
         }
@@ -797,8 +797,7 @@ fn the_queue_byte_limit_counts_payloads_and_lets_one_large_message_into_an_empty
     let size = m.len();
     let mut accepted = 0;
     loop {
-        let id = p.send(s, m.clone(), false).unwrap();
-        match p.wait_outcome(s, id).unwrap() {
+        match outcome(&mut p, s, m.clone()) {
             Some(DeliveryState::Accepted) => accepted += 1,
             st => {
                 assert_eq!(rejected_as(&st).map(|r| r.1).as_deref(), Some("queue full"), "{st:?}");
@@ -818,8 +817,7 @@ fn the_queue_byte_limit_counts_payloads_and_lets_one_large_message_into_an_empty
         while p.engine().link_credit(s) == 0 {
             p.pump(Duration::from_millis(10)).unwrap();
         }
-        let id = p.send(s, m.clone(), false).unwrap();
-        match p.wait_outcome(s, id).unwrap() {
+        match outcome(&mut p, s, m.clone()) {
             Some(DeliveryState::Accepted) => again += 1,
             st => assert!(Instant::now() < deadline, "settled bytes not given back: {st:?}"),
         }
@@ -827,10 +825,12 @@ fn the_queue_byte_limit_counts_payloads_and_lets_one_large_message_into_an_empty
     let q2 = p.attach_sender(ch, "big", Some("queues/bytes-big"), &LinkOptions::default()).unwrap();
     p.wait_credit(q2).unwrap();
     let big = data_message(&vec![4u8; 5000]);
-    let id = p.send(q2, big.clone(), false).unwrap();
-    assert_eq!(p.wait_outcome(q2, id).unwrap(), Some(DeliveryState::Accepted), "one large message into an empty queue");
-    let id = p.send(q2, data_message(b"x"), false).unwrap();
-    assert!(rejected_as(&p.wait_outcome(q2, id).unwrap()).is_some(), "the large message fills it");
+    assert_eq!(
+        outcome(&mut p, q2, big.clone()),
+        Some(DeliveryState::Accepted),
+        "one large message into an empty queue"
+    );
+    assert!(rejected_as(&outcome(&mut p, q2, data_message(b"x"))).is_some(), "the large message fills it");
 }
 
 #[test]
@@ -842,12 +842,9 @@ fn dead_lettering_moves_a_message_into_a_full_dead_letter_queue() {
     let d = c.attach_sender(ch, "d", Some("queues/work.dlq"), &LinkOptions::default()).unwrap();
     c.wait_credit(s).unwrap();
     c.wait_credit(d).unwrap();
-    let id = c.send(d, data_message(b"already dead"), false).unwrap();
-    assert_eq!(c.wait_outcome(d, id).unwrap(), Some(DeliveryState::Accepted));
-    let id = c.send(d, data_message(b"refused"), false).unwrap();
-    assert!(rejected_as(&c.wait_outcome(d, id).unwrap()).is_some(), "the dead-letter queue is full");
-    let id = c.send(s, data_message(b"poison"), false).unwrap();
-    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    assert_eq!(outcome(&mut c, d, data_message(b"already dead")), Some(DeliveryState::Accepted));
+    assert!(rejected_as(&outcome(&mut c, d, data_message(b"refused"))).is_some(), "the dead-letter queue is full");
+    assert_eq!(outcome(&mut c, s, data_message(b"poison")), Some(DeliveryState::Accepted));
     let r = c.attach_receiver(ch, "r", Some("queues/work"), &LinkOptions::default()).unwrap();
     c.engine().grant_credit(r, 10, false).unwrap();
     let m = c.receive(r, WAIT).unwrap();
@@ -873,13 +870,14 @@ fn the_channel_limit_refuses_new_channels_and_idle_ones_are_forgotten() {
     assert!(err.to_string().contains("too many channels"), "{err}");
     let s = c.attach_sender(ch, "s", Some("queues/d"), &LinkOptions::default()).unwrap();
     c.wait_credit(s).unwrap();
-    let id = c.send(s, data_message(b"no channel for it"), false).unwrap();
-    assert_eq!(rejected_as(&c.wait_outcome(s, id).unwrap()).map(|r| r.1).as_deref(), Some("too many channels"));
+    assert_eq!(
+        rejected_as(&outcome(&mut c, s, data_message(b"no channel for it"))).map(|r| r.1).as_deref(),
+        Some("too many channels")
+    );
     // An existing channel still takes publishes.
     let sa = c.attach_sender(ch, "sa", Some("queues/a"), &LinkOptions::default()).unwrap();
     c.wait_credit(sa).unwrap();
-    let id = c.send(sa, data_message(b"kept"), false).unwrap();
-    assert_eq!(c.wait_outcome(sa, id).unwrap(), Some(DeliveryState::Accepted));
+    assert_eq!(outcome(&mut c, sa, data_message(b"kept")), Some(DeliveryState::Accepted));
     assert_eq!(b.metric("sluice_channels{pattern=\"queues\"}"), Some(3.0));
     assert_eq!(b.metric("sluice_limit_refusals_total{reason=\"channel_limit\"}"), Some(3.0));
     let credit_b = "sluice_link_credit{pattern=\"queues\",channel=\"b\",link=\"b\"}";
@@ -915,8 +913,7 @@ fn a_forgotten_events_store_channel_keeps_its_sequence() {
     let ch = c.begin().unwrap();
     let s = c.attach_sender(ch, "s", Some("events-store/seq"), &LinkOptions::default()).unwrap();
     c.wait_credit(s).unwrap();
-    let id = c.send(s, data_message(b"first"), false).unwrap();
-    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    assert_eq!(outcome(&mut c, s, data_message(b"first")), Some(DeliveryState::Accepted));
     // Retention empties it after a second; with nothing stored and nobody attached it
     // is forgotten a few seconds later.
     let l = "sluice_channels{pattern=\"events-store\"}";
@@ -926,8 +923,7 @@ fn a_forgotten_events_store_channel_keeps_its_sequence() {
         c.pump(Duration::from_millis(250)).unwrap();
     }
     assert_eq!(b.metric(l), Some(0.0), "the emptied channel is forgotten");
-    let id = c.send(s, data_message(b"second"), false).unwrap();
-    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    assert_eq!(outcome(&mut c, s, data_message(b"second")), Some(DeliveryState::Accepted));
     // The sequence goes on from the journal's mark: the second event is number 2.
     let opts = props(&[("x-opt-kubemq-start", Value::string("sequence:2"))]);
     let r = c.attach_receiver(ch, "r", Some("events-store/seq"), &opts).unwrap();

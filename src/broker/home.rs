@@ -415,8 +415,7 @@ impl Home {
                 if let Some(q) = self.queues.get_mut(&key) {
                     if let Some(item) = q.moving.remove(&id) {
                         if ok {
-                            q.journal.borrow_mut().queue_ack(&q.key, item.id, item.seg);
-                            q.gone(&item);
+                            q.forget(&item);
                         } else {
                             // Not stored there: it stays here (and may be delivered
                             // from both, at least once).
@@ -761,8 +760,9 @@ impl QueueChan {
             || (limits.queue_max_bytes > 0 && stored > 0 && self.bytes.saturating_add(size) > limits.queue_max_bytes)
     }
 
-    /// The message with this id leaves the queue for good.
-    fn gone(&mut self, item: &QItem) {
+    /// The message leaves the queue for good: logged as settled, its bytes given back.
+    fn forget(&mut self, item: &QItem) {
+        self.journal.borrow_mut().queue_ack(&self.key, item.id, item.seg);
         self.bytes = self.bytes.saturating_sub(item.msg.payload.len() as u64);
     }
 
@@ -917,10 +917,7 @@ impl QueueChan {
         }
         let Some((mut item, _)) = self.take_unacked(token) else { return };
         match outcome {
-            Outcome::Accepted | Outcome::Rejected => {
-                self.journal.borrow_mut().queue_ack(&self.key, item.id, item.seg);
-                self.gone(&item);
-            }
+            Outcome::Accepted | Outcome::Rejected => self.forget(&item),
             Outcome::Requeue => self.requeue(key, item, max_receive_count, out),
             Outcome::Undelivered => {
                 item.receive_count = item.receive_count.saturating_sub(1);

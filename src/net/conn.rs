@@ -1617,6 +1617,7 @@ impl Driver {
         self.top_up_produce(link);
     }
 
+    /// [`Self::top_up`] with the link's own window (nothing for a link that is gone).
     fn top_up_produce(&mut self, link: LinkId) {
         if let Some(LinkKind::Produce { window, .. }) = self.links.get(&link).map(|c| &c.kind) {
             let window = *window;
@@ -1652,10 +1653,7 @@ impl Driver {
 
     fn retry_topups(&mut self) {
         for link in std::mem::take(&mut self.deferred_topups) {
-            if let Some(LinkKind::Produce { window, .. }) = self.links.get(&link).map(|c| &c.kind) {
-                let window = *window;
-                self.top_up(link, window);
-            }
+            self.top_up_produce(link);
         }
     }
 
