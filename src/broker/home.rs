@@ -5,7 +5,7 @@
 use super::address::ChannelKey;
 use super::message::SelectorView;
 use super::selector::Selector;
-use super::{Msg, Outcome, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
+use super::{Msg, Outcome, Refusal, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
 use crate::config::Pattern;
 use crate::store::recovery::RecoveredShard;
 use crate::store::Journal;
@@ -26,12 +26,6 @@ use std::sync::Arc;
 const RPC_WAITING_MAX: usize = 10_000;
 /// Payload bytes of the requests waiting for a responder, per RPC channel, at most.
 const RPC_WAITING_MAX_BYTES: u64 = 256 << 20;
-/// Why a publish is refused because its queue is at `SLUICE_QUEUE_MAX_*` (the
-/// connection backs the producer link off when it reads it).
-pub const QUEUE_FULL: &str = "queue full";
-/// Why a publish or attach is refused because the shard keeps `SLUICE_MAX_CHANNELS`
-/// channels already.
-pub const TOO_MANY_CHANNELS: &str = "too many channels";
 /// A channel that holds nothing, has nobody attached and saw no publish for this long
 /// is forgotten (its per-channel counters start again from 0 if it comes back).
 const CHANNEL_IDLE_MS: u64 = 5_000;
@@ -342,7 +336,7 @@ impl Home {
                 // An events publish never creates its channel (see `PublishBatch`).
                 if key.pattern != Pattern::Events && !self.has_room_for(&key) {
                     self.stats.channel_limit += 1;
-                    return refuse_publish(ack, TOO_MANY_CHANNELS, &mut self.stats, out);
+                    return refuse_publish(ack, Refusal::TooManyChannels, &mut self.stats, out);
                 }
                 // Queues and events-store answer `accepted` once the record is on
                 // disk (group commit); events at once.
@@ -356,7 +350,7 @@ impl Home {
                         let q = self.queue(&key);
                         if q.full(limits, bytes) {
                             self.stats.queue_full += 1;
-                            return refuse_publish(ack, QUEUE_FULL, &mut self.stats, out);
+                            return refuse_publish(ack, Refusal::QueueFull, &mut self.stats, out);
                         }
                         let done = ack.map(done_ok);
                         q.counters.count_publish(bytes, now_ms);
@@ -427,7 +421,8 @@ impl Home {
             }
             ShardMsg::Subscribe { key, sub, .. } if !self.has_room_for(&key) => {
                 self.stats.channel_limit += 1;
-                let why = (sluice_proto::types::condition::RESOURCE_LIMIT_EXCEEDED, TOO_MANY_CHANNELS.to_owned());
+                let r = Refusal::TooManyChannels;
+                let why = (r.condition(), r.description().to_owned());
                 out.push(ShardMsg::SubscribeDone { sub, result: Err(why) });
             }
             ShardMsg::Subscribe { key, sub, spec } => match key.pattern {
@@ -1495,12 +1490,9 @@ impl StoreChan {
 
 /// A publish refused by a limit: rejected when the producer waits for the outcome,
 /// dropped and counted when it sent it pre-settled.
-fn refuse_publish(ack: Option<super::PublishAck>, why: &str, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
+fn refuse_publish(ack: Option<super::PublishAck>, why: Refusal, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
     match ack {
-        Some(ack) => out.push(ShardMsg::PublishDone {
-            ack,
-            result: Err((sluice_proto::types::condition::RESOURCE_LIMIT_EXCEEDED, why.to_owned())),
-        }),
+        Some(ack) => out.push(ShardMsg::PublishDone { ack, result: Err(why) }),
         None => stats.transfers_in_dropped += 1,
     }
 }

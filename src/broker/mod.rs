@@ -120,6 +120,41 @@ pub struct StoreRing {
 /// Most events one [`ShardMsg::PublishBatch`] carries.
 pub const EVENTS_BATCH: usize = 64;
 
+/// Why a home did not store an unsettled publish. The connection rejects the delivery
+/// with [`Refusal::condition`] and [`Refusal::description`]; for a limit it also backs the
+/// producer link off ([`Refusal::backs_off`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The queue holds `SLUICE_QUEUE_MAX_MESSAGES` messages or `SLUICE_QUEUE_MAX_BYTES`.
+    QueueFull,
+    /// The shard keeps `SLUICE_MAX_CHANNELS` channels already.
+    TooManyChannels,
+    /// The message store failed to write the record.
+    StoreUnavailable,
+}
+
+impl Refusal {
+    /// The AMQP error condition.
+    pub fn condition(self) -> &'static str {
+        sluice_proto::types::condition::RESOURCE_LIMIT_EXCEEDED
+    }
+
+    /// The error description.
+    pub fn description(self) -> &'static str {
+        match self {
+            Refusal::QueueFull => "queue full",
+            Refusal::TooManyChannels => "too many channels",
+            Refusal::StoreUnavailable => "message store unavailable",
+        }
+    }
+
+    /// A limit that stays reached for a while: the producer is backed off rather than left
+    /// to spend its credit on more refusals.
+    pub fn backs_off(self) -> bool {
+        matches!(self, Refusal::QueueFull | Refusal::TooManyChannels)
+    }
+}
+
 /// Everything that crosses between a connection and a channel's home.
 #[derive(Debug)]
 pub enum ShardMsg {
@@ -262,8 +297,8 @@ pub enum ShardMsg {
     PublishDone {
         /// Where it goes.
         ack: PublishAck,
-        /// Err: (condition, description).
-        result: Result<(), (&'static str, String)>,
+        /// Err: why it was not stored.
+        result: Result<(), Refusal>,
     },
     /// Answer to Subscribe.
     SubscribeDone {

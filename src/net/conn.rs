@@ -3,7 +3,7 @@
 //! large batches, and delivers what the channels' homes send back.
 
 use crate::broker::address::{self, ChannelKey, Node};
-use crate::broker::home::{EVENT_OVERHEAD, QUEUE_FULL, TOO_MANY_CHANNELS};
+use crate::broker::home::EVENT_OVERHEAD;
 use crate::broker::message::{self, Refusal};
 use crate::broker::selector::Selector;
 use crate::broker::{now_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
@@ -1881,13 +1881,12 @@ impl Driver {
                         self.back_on(link, ack.delivery_id);
                         DeliveryState::Accepted
                     }
-                    Err((cond, why)) => {
-                        if cond == condition::RESOURCE_LIMIT_EXCEEDED && (why == QUEUE_FULL || why == TOO_MANY_CHANNELS)
-                        {
+                    Err(why) => {
+                        if why.backs_off() {
                             self.back_off(link, ack.delivery_id);
                         }
                         DeliveryState::Rejected(Box::new(sluice_proto::types::Rejected {
-                            error: Some(Error::new(cond, why)),
+                            error: Some(Error::new(why.condition(), why.description())),
                         }))
                     }
                 };

@@ -650,10 +650,9 @@ pub async fn commit_loop(journal: Rc<RefCell<Journal>>, mut writer: Writer, rout
 
 fn reject(m: ShardMsg) -> ShardMsg {
     match m {
-        ShardMsg::PublishDone { ack, .. } => ShardMsg::PublishDone {
-            ack,
-            result: Err(("amqp:resource-limit-exceeded", "message store unavailable".to_owned())),
-        },
+        ShardMsg::PublishDone { ack, .. } => {
+            ShardMsg::PublishDone { ack, result: Err(crate::broker::Refusal::StoreUnavailable) }
+        }
         ShardMsg::DeadLettered { key, id, .. } => ShardMsg::DeadLettered { key, id, ok: false },
         other => other,
     }
