@@ -23,7 +23,8 @@
 //!
 //! * sluice: `write_frame` of a prebuilt `Performative` into a reused `BytesMut`;
 //!   `Performative::decode_body` for FLOW/DISPOSITION (what `RawFrame::into_amqp`
-//!   calls) and `RawFrame::into_transfer` + `RawMessage::parse_owned` for TRANSFER
+//!   calls) and `RawFrame::into_transfer_in` (into a `Transfer` slot kept across
+//!   frames, as the engine keeps one) + `RawMessage::parse_owned` for TRANSFER
 //!   (on a `RawFrame` cloned from one built once; in `transfer_roundtrip` the frame
 //!   just written becomes the `RawFrame` body by `split().freeze()`, without
 //!   copying). These are the entry points the engine uses for every frame.
@@ -182,13 +183,13 @@ fn raw_frame(body: Bytes) -> RawFrame {
 }
 
 /// sluice: frame body -> transfer + payload -> message sections, consuming the frame
-/// as the engine does (`RawFrame::into_transfer`, the path every TRANSFER frame takes
-/// in the engine; the payload is the body advanced past the performative).
+/// as the engine does (`RawFrame::into_transfer_in`, the path every TRANSFER frame
+/// takes in the engine: the transfer is decoded into a slot that lives across frames,
+/// the payload is the body advanced past the performative).
 #[inline(always)]
-fn sl_decode_transfer(raw: RawFrame) -> (sl::Transfer, sl::RawMessage) {
-    let (t, payload) = raw.into_transfer().unwrap();
-    let m = sl::RawMessage::parse_owned(payload).unwrap();
-    (t, m)
+fn sl_decode_transfer(raw: RawFrame, t: &mut sl::Transfer) -> sl::RawMessage {
+    let payload = raw.into_transfer_in(t).unwrap();
+    sl::RawMessage::parse_owned(payload).unwrap()
 }
 
 /// sluice: a FLOW or DISPOSITION frame body -> performative.
@@ -305,7 +306,8 @@ fn cross_check() {
     assert_eq!(sa, sb, "the two message encodings differ");
     eprintln!("TRANSFER frame: sluice {} B, fe2o3 {} B (message {} B)", a.len(), b.len(), sa.len());
     // sluice decodes the fe2o3 frame, fe2o3 decodes the sluice frame.
-    let (t, m) = sl_decode_transfer(raw_frame(Bytes::copy_from_slice(body_of(&b))));
+    let mut t = sl::Transfer::default();
+    let m = sl_decode_transfer(raw_frame(Bytes::copy_from_slice(body_of(&b))), &mut t);
     assert_eq!(t, sl_transfer());
     assert_eq!(m.data().unwrap().as_deref(), Some(&PAYLOAD[..]));
     let a_body = body_of(&a);
@@ -446,7 +448,13 @@ fn transfer(c: &mut Criterion) {
     let raw = raw_frame(body.clone());
     let mut g = group(c, "transfer_decode");
     // The frame is cloned (one reference count) because decoding consumes it.
-    g.bench_function("sluice", |bch| bch.iter(|| consume!(sl_decode_transfer(black_box(&raw).clone()))));
+    g.bench_function("sluice", |bch| {
+        let mut t = sl::Transfer::default();
+        bch.iter(|| {
+            consume!(sl_decode_transfer(black_box(&raw).clone(), &mut t));
+            black_box(&t);
+        })
+    });
     g.bench_function("fe2o3", |bch| bch.iter(|| consume!(fe_decode_transfer(black_box(&body), black_box(payload_at)))));
     g.bench_function("fe2o3_ioreader", |bch| bch.iter(|| consume!(fe_decode_transfer_ioreader(black_box(&body)))));
     g.finish();
@@ -455,6 +463,7 @@ fn transfer(c: &mut Criterion) {
     g.bench_function("sluice", |bch| {
         let mut out = BytesMut::with_capacity(4096);
         let mut scratch = BytesMut::with_capacity(4096);
+        let mut t = sl::Transfer::default();
         bch.iter(|| {
             out.clear();
             sl_encode_transfer(&mut out, &mut scratch, black_box(&sl_perf), black_box(&sl_msg));
@@ -464,7 +473,8 @@ fn transfer(c: &mut Criterion) {
             let mut frame = out.split();
             frame.advance(8);
             let raw = raw_frame(frame.freeze());
-            consume!(sl_decode_transfer(black_box(raw)))
+            consume!(sl_decode_transfer(black_box(raw), &mut t));
+            black_box(&t);
         })
     });
     g.bench_function("fe2o3", |bch| {

@@ -783,6 +783,32 @@ fn message_section_vectors() {
     }
 }
 
+/// Every combination of present and absent sections: each accessor finds exactly its
+/// own bytes or nothing (the section index keeps only end offsets, so an absent section
+/// between two present ones must come out empty, not as its neighbour).
+#[test]
+fn raw_message_parse_locates_sections_with_any_of_them_absent() {
+    let parts = [HEADER, DELIVERY_ANNOTATIONS, MESSAGE_ANNOTATIONS, PROPERTIES, APPLICATION_PROPERTIES, DATA, FOOTER];
+    for mask in 0u32..(1 << parts.len()) {
+        let present = |i: usize| mask & (1 << i) != 0;
+        let wire: Vec<&str> = (0..parts.len()).filter(|&i| present(i)).map(|i| parts[i]).collect();
+        let m = RawMessage::parse(&Bytes::from(hex(&wire.join(" ")))).unwrap();
+        let want = |i: usize| present(i).then(|| hex(parts[i]));
+        assert_eq!(m.header_section().map(<[u8]>::to_vec), want(0), "mask {mask:07b}");
+        assert_eq!(m.delivery_annotations_section().map(<[u8]>::to_vec), want(1), "mask {mask:07b}");
+        assert_eq!(m.message_annotations_section().map(<[u8]>::to_vec), want(2), "mask {mask:07b}");
+        assert_eq!(m.properties_section().map(<[u8]>::to_vec), want(3), "mask {mask:07b}");
+        assert_eq!(m.application_properties_section().map(<[u8]>::to_vec), want(4), "mask {mask:07b}");
+        assert_eq!(m.body_bytes().to_vec(), want(5).unwrap_or_default(), "mask {mask:07b}");
+        assert_eq!(m.body_kind, if present(5) { BodyKind::Data } else { BodyKind::Empty }, "mask {mask:07b}");
+        assert_eq!(m.footer_section().map(<[u8]>::to_vec), want(6), "mask {mask:07b}");
+        let mut out = BytesMut::new();
+        m.encode_with_header(&header_value(), &mut out);
+        let after_header: Vec<&str> = (1..parts.len()).filter(|&i| present(i)).map(|i| parts[i]).collect();
+        assert_eq!(hx(&out), hx(&hex(&format!("{HEADER} {}", after_header.join(" ")))), "mask {mask:07b}");
+    }
+}
+
 #[test]
 fn raw_message_parse_locates_every_section() {
     let wire = hex(&[

@@ -671,6 +671,8 @@ impl Connection {
     // ---------------------------------------------------------------- input
 
     fn process_frames(&mut self) -> Result<(), ProtocolError> {
+        // TRANSFER frames are decoded into this slot in place (see `into_transfer_in`).
+        let mut transfer = Transfer::default();
         loop {
             match self.phase {
                 Phase::Closed | Phase::SaslDecision => return Ok(()),
@@ -686,7 +688,7 @@ impl Connection {
                     }
                     let Some(frame) = self.deframer.next_frame()? else { return Ok(()) };
                     self.pre_open_budget(frame.body.len() + 8)?;
-                    self.on_frame(frame)?;
+                    self.on_frame(frame, &mut transfer)?;
                 }
             }
         }
@@ -739,7 +741,7 @@ impl Connection {
         ProtocolError::BadProtocolHeader
     }
 
-    fn on_frame(&mut self, frame: RawFrame) -> Result<(), ProtocolError> {
+    fn on_frame(&mut self, frame: RawFrame, transfer: &mut Transfer) -> Result<(), ProtocolError> {
         match self.phase {
             Phase::SaslInit | Phase::SaslMechanisms | Phase::SaslOutcome => return self.on_sasl_frame(frame),
             _ => {}
@@ -751,12 +753,12 @@ impl Connection {
             return Ok(()); // heartbeat
         }
         let channel = frame.channel;
-        // TRANSFER, the commonest frame, in its usual shape: decoded straight into a
-        // `Transfer` handed to its handler by reference, without building a
-        // `Performative` and moving it through the general dispatch.
+        // TRANSFER, the commonest frame, in its usual shape: decoded straight into the
+        // caller's `Transfer` slot and handed to its handler by reference, without
+        // building a `Performative` and moving it through the general dispatch.
         let frame = match self.phase {
-            Phase::Opened => match frame.into_transfer() {
-                Ok((t, payload)) => return self.on_transfer_frame(channel, &t, payload),
+            Phase::Opened => match frame.into_transfer_in(transfer) {
+                Ok(payload) => return self.on_transfer_frame(channel, transfer, payload),
                 Err(frame) => frame,
             },
             _ => frame,

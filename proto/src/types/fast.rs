@@ -171,6 +171,16 @@ pub(crate) fn flow(d: &mut Decoder<'_>) -> Option<Flow> {
 /// TRANSFER in one pass (null, accepted or released state).
 #[inline(always)]
 pub(crate) fn transfer(d: &mut Decoder<'_>) -> Option<Transfer> {
+    let mut t = Transfer::default();
+    transfer_into(d, &mut t).then_some(t)
+}
+
+/// TRANSFER in one pass, written field by field into `t` (the engine's slot), so the
+/// decoded transfer is never moved: a move copies it with wide loads of what were narrow
+/// stores a moment before, and each such load waits for the stores to retire. On
+/// `false` nothing is consumed and `t` holds some mix of its old and the new fields.
+#[inline(always)]
+pub(crate) fn transfer_into(d: &mut Decoder<'_>, t: &mut Transfer) -> bool {
     run(
         d,
         #[inline(always)]
@@ -178,9 +188,9 @@ pub(crate) fn transfer(d: &mut Decoder<'_>) -> Option<Transfer> {
             if !(1..=11).contains(&n) {
                 return None;
             }
-            let handle = c.u32()?;
-            let delivery_id = field!(c, 1, n, Fast::opt_u32, None);
-            let delivery_tag = if n > 2 {
+            t.handle = c.u32()?;
+            t.delivery_id = field!(c, 1, n, Fast::opt_u32, None);
+            t.delivery_tag = if n > 2 {
                 match c.byte()? {
                     format::NULL => None,
                     format::VBIN8 => {
@@ -194,33 +204,30 @@ pub(crate) fn transfer(d: &mut Decoder<'_>) -> Option<Transfer> {
             } else {
                 None
             };
-            Some(Transfer {
-                handle,
-                delivery_id,
-                delivery_tag,
-                message_format: field!(c, 3, n, Fast::opt_u32, None),
-                settled: field!(c, 4, n, Fast::opt_bool, None),
-                more: field!(c, 5, n, Fast::opt_bool, None),
-                rcv_settle_mode: if n > 6 {
-                    match c.byte()? {
-                        format::NULL => None,
-                        format::UBYTE => match c.byte()? {
-                            0 => Some(ReceiverSettleMode::First),
-                            1 => Some(ReceiverSettleMode::Second),
-                            _ => return None,
-                        },
+            t.message_format = field!(c, 3, n, Fast::opt_u32, None);
+            t.settled = field!(c, 4, n, Fast::opt_bool, None);
+            t.more = field!(c, 5, n, Fast::opt_bool, None);
+            t.rcv_settle_mode = if n > 6 {
+                match c.byte()? {
+                    format::NULL => None,
+                    format::UBYTE => match c.byte()? {
+                        0 => Some(ReceiverSettleMode::First),
+                        1 => Some(ReceiverSettleMode::Second),
                         _ => return None,
-                    }
-                } else {
-                    None
-                },
-                state: field!(c, 7, n, Fast::opt_state, None),
-                resume: field!(c, 8, n, Fast::opt_bool, None),
-                aborted: field!(c, 9, n, Fast::opt_bool, None),
-                batchable: field!(c, 10, n, Fast::opt_bool, None),
-            })
+                    },
+                    _ => return None,
+                }
+            } else {
+                None
+            };
+            t.state = field!(c, 7, n, Fast::opt_state, None);
+            t.resume = field!(c, 8, n, Fast::opt_bool, None);
+            t.aborted = field!(c, 9, n, Fast::opt_bool, None);
+            t.batchable = field!(c, 10, n, Fast::opt_bool, None);
+            Some(())
         },
     )
+    .is_some()
 }
 
 /// DISPOSITION in one pass (null, accepted or released state).

@@ -99,9 +99,12 @@ pub enum BodyKind {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RawMessage {
     payload: Bytes,
-    /// (start, end) of header, delivery-annotations, message-annotations, properties,
-    /// application-properties, body (all body sections), footer; start == end: absent.
-    sections: [(u32, u32); 7],
+    /// Where header, delivery-annotations, message-annotations, properties,
+    /// application-properties, body (all body sections) and footer end. Sections are
+    /// contiguous and in this order, so each starts where the one before ends (the
+    /// first at 0); an absent one ends where it starts. End offsets alone keep the whole
+    /// struct in one cache line.
+    ends: [u32; 7],
     /// What the body sections are.
     pub body_kind: BodyKind,
 }
@@ -142,10 +145,10 @@ impl RawMessage {
     pub fn parse_owned(payload: Bytes) -> DecodeResult<RawMessage> {
         let n = payload.len();
         if Self::is_single_data(&payload) {
-            let z = (0, 0);
+            let n = n as u32;
             const _: () = assert!(BODY_AT == 5);
-            let sections = [z, z, z, z, z, (0, n as u32), z];
-            return Ok(RawMessage { payload, sections, body_kind: BodyKind::Data });
+            let ends = [0, 0, 0, 0, 0, n, n];
+            return Ok(RawMessage { payload, ends, body_kind: BodyKind::Data });
         }
         Self::walk(payload)
     }
@@ -156,12 +159,11 @@ impl RawMessage {
         if payload.len() > u32::MAX as usize {
             return Err(DecodeError::InvalidLength("message larger than 4 GiB"));
         }
-        let mut m = RawMessage { payload, sections: [(0, 0); 7], body_kind: BodyKind::Empty };
+        let mut m = RawMessage { payload, ends: [0; 7], body_kind: BodyKind::Empty };
         let payload = &m.payload;
         let mut d = Decoder::new(payload);
         let mut last_rank = 0u8;
         while !d.is_empty() {
-            let start = d.position() as u32;
             let c = d.byte()?;
             if c != format::DESCRIBED {
                 return Err(DecodeError::Invalid("message section is not a described value"));
@@ -192,20 +194,19 @@ impl RawMessage {
                 if m.body_kind != BodyKind::Empty && (m.body_kind != kind || kind == BodyKind::AmqpValue) {
                     return Err(DecodeError::Invalid("mixed or repeated body sections"));
                 }
-                if m.body_kind == BodyKind::Empty {
-                    m.sections[BODY_AT].0 = start;
-                }
                 m.body_kind = kind;
-                m.sections[BODY_AT].1 = end;
-            } else {
-                m.sections[at] = (start, end);
+            }
+            // This section ends here, and so do the absent ones after it so far.
+            for e in &mut m.ends[at..] {
+                *e = end;
             }
         }
         Ok(m)
     }
 
     fn section(&self, at: usize) -> Option<&[u8]> {
-        let (s, e) = self.sections[at];
+        let s = if at == 0 { 0 } else { self.ends[at - 1] };
+        let e = self.ends[at];
         (e > s).then(|| self.payload.get(s as usize..e as usize)).flatten()
     }
 
@@ -307,10 +308,8 @@ impl RawMessage {
     pub fn encode_with_header(&self, header: &Header, out: &mut BytesMut) {
         header.encode(out);
         // Everything after the header is contiguous in the payload.
-        let rest = match self.sections[HEADER_AT] {
-            (s, e) if e > s => &self.payload[e as usize..],
-            _ => &self.payload[..],
-        };
+        // The header, when present, starts at 0.
+        let rest = self.payload.get(self.ends[HEADER_AT] as usize..).unwrap_or_default();
         out.put_slice(rest);
     }
 
