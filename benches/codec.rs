@@ -21,7 +21,9 @@
 //!
 //! How each side does the work:
 //!
-//! * sluice: `write_frame` of a prebuilt `Performative` into a reused `BytesMut`;
+//! * sluice: `write_frame` into a reused `BytesMut` of a prebuilt `Performative` (FLOW,
+//!   DISPOSITION) or of the `Transfer` itself (TRANSFER, as the engine's
+//!   `Transmit::transfer_frame_copied` writes every TRANSFER with a small payload);
 //!   `Performative::decode_body` for FLOW/DISPOSITION (what `RawFrame::into_amqp`
 //!   calls) and `RawFrame::into_transfer_in` (into a `Transfer` slot kept across
 //!   frames, as the engine keeps one) + `RawMessage::parse_owned` for TRANSFER
@@ -172,7 +174,7 @@ fn fe_message() -> FeMessage {
 
 /// sluice: the whole TRANSFER frame (message encoded to `scratch`, then the frame).
 #[inline(always)]
-fn sl_encode_transfer(out: &mut BytesMut, scratch: &mut BytesMut, perf: &sl::Performative, msg: &sl::Message) {
+fn sl_encode_transfer(out: &mut BytesMut, scratch: &mut BytesMut, perf: &sl::Transfer, msg: &sl::Message) {
     scratch.clear();
     msg.encode(scratch);
     write_frame(out, FRAME_TYPE_AMQP, CHANNEL, perf, scratch);
@@ -300,7 +302,7 @@ fn cross_check() {
 
     // TRANSFER
     let (mut a, mut sa) = (BytesMut::new(), BytesMut::new());
-    sl_encode_transfer(&mut a, &mut sa, &sl::Performative::Transfer(sl_transfer()), &sl_message());
+    sl_encode_transfer(&mut a, &mut sa, &sl_transfer(), &sl_message());
     let (mut b, mut sb) = (BytesMut::new(), BytesMut::new());
     fe_encode_transfer(&mut b, &mut sb, &fe_transfer(), &fe_message());
     assert_eq!(sa, sb, "the two message encodings differ");
@@ -413,7 +415,7 @@ fn disposition(c: &mut Criterion) {
 }
 
 fn transfer(c: &mut Criterion) {
-    let sl_perf = sl::Performative::Transfer(sl_transfer());
+    let sl_perf = sl_transfer();
     let sl_msg = sl_message();
     let fe_perf = fe_transfer();
     let fe_msg = fe_message();

@@ -180,6 +180,7 @@ fn transfer_decode_does_not_allocate() {
         let end = wire.len();
         wire.extend_from_slice(&[0x00, 0x53, 0x75, 0xa0, 0x02, b'h', b'i']);
         let wire = wire.freeze();
+        let mut slot = Transfer::default();
         let n = allocations_during(|| {
             for _ in 0..ROUNDS {
                 let mut d = Decoder::new(black_box(&wire[..]));
@@ -195,9 +196,15 @@ fn transfer_decode_does_not_allocate() {
                     Err(f) => black_box(f.into_amqp().unwrap()).payload.len(),
                 };
                 assert_eq!(taken, wire.len() - end);
+                // The same into the engine's reused slot.
+                let frame = RawFrame { frame_type: FRAME_TYPE_AMQP, channel: 0, body: wire.clone() };
+                if let Ok(payload) = black_box(frame).into_transfer_in(&mut slot) {
+                    assert_eq!(payload.len(), wire.len() - end);
+                    assert_eq!(black_box(&slot), &t);
+                }
             }
         });
-        assert_eq!(n, 0, "{n} allocations in {ROUNDS} x 3 TRANSFER decodes");
+        assert_eq!(n, 0, "{n} allocations in {ROUNDS} x 4 TRANSFER decodes");
         let mut d = Decoder::new(&wire);
         assert_eq!(Transfer::decode(&mut d).unwrap(), t);
     }
