@@ -390,61 +390,71 @@ impl Encode for Flow {
         if self.properties.is_some() {
             return self.encode_general(out);
         }
-        encode_with::<FLOW_MAX>(out, Flow::CODE as u8, |s| {
-            s.opt_uint(self.next_incoming_id);
-            s.uint(self.incoming_window);
-            s.uint(self.next_outgoing_id);
-            s.uint(self.outgoing_window);
-            s.opt_uint(self.handle);
-            s.opt_uint(self.delivery_count);
-            s.opt_uint(self.link_credit);
-            s.opt_uint(self.available);
-            s.opt_bool(self.drain);
-            s.opt_bool(self.echo);
-            true
-        });
+        encode_with::<FLOW_MAX>(
+            out,
+            Flow::CODE as u8,
+            #[inline(always)]
+            |s| {
+                s.opt_uint(self.next_incoming_id);
+                s.uint(self.incoming_window);
+                s.uint(self.next_outgoing_id);
+                s.uint(self.outgoing_window);
+                s.opt_uint(self.handle);
+                s.opt_uint(self.delivery_count);
+                s.opt_uint(self.link_credit);
+                s.opt_uint(self.available);
+                s.opt_bool(self.drain);
+                s.opt_bool(self.echo);
+                true
+            },
+        );
     }
 }
 
 impl Encode for Transfer {
     #[inline]
     fn encode(&self, out: &mut BytesMut) {
-        let done = encode_with::<TRANSFER_MAX>(out, Transfer::CODE as u8, |s| {
-            s.uint(self.handle);
-            s.opt_uint(self.delivery_id);
-            match &self.delivery_tag {
-                Some(tag) => {
-                    // All 32 bytes of the tag's storage in one fixed-size copy (the room
-                    // is there: TRANSFER_MAX counts a 32-byte tag), then only its length
-                    // counts; what follows overwrites the rest.
-                    let len = tag.as_slice().len();
-                    s.put(format::VBIN8);
-                    s.put(len as u8);
-                    s.b[s.n..s.n + 32].copy_from_slice(tag.padded());
-                    s.n += len;
-                    s.field(false);
+        let done = encode_with::<TRANSFER_MAX>(
+            out,
+            Transfer::CODE as u8,
+            #[inline(always)]
+            |s| {
+                s.uint(self.handle);
+                s.opt_uint(self.delivery_id);
+                match &self.delivery_tag {
+                    Some(tag) => {
+                        // All 32 bytes of the tag's storage in one fixed-size copy (the room
+                        // is there: TRANSFER_MAX counts a 32-byte tag), then only its length
+                        // counts; what follows overwrites the rest.
+                        let len = tag.as_slice().len();
+                        s.put(format::VBIN8);
+                        s.put(len as u8);
+                        s.b[s.n..s.n + 32].copy_from_slice(tag.padded());
+                        s.n += len;
+                        s.field(false);
+                    }
+                    None => s.null(),
                 }
-                None => s.null(),
-            }
-            s.opt_uint(self.message_format);
-            s.opt_bool(self.settled);
-            s.opt_bool(self.more);
-            match self.rcv_settle_mode {
-                Some(m) => {
-                    s.put(format::UBYTE);
-                    s.put(m as u8);
-                    s.field(false);
+                s.opt_uint(self.message_format);
+                s.opt_bool(self.settled);
+                s.opt_bool(self.more);
+                match self.rcv_settle_mode {
+                    Some(m) => {
+                        s.put(format::UBYTE);
+                        s.put(m as u8);
+                        s.field(false);
+                    }
+                    None => s.null(),
                 }
-                None => s.null(),
-            }
-            if !s.opt_state(&self.state) {
-                return false;
-            }
-            s.opt_bool(self.resume);
-            s.opt_bool(self.aborted);
-            s.opt_bool(self.batchable);
-            true
-        });
+                if !s.opt_state(&self.state) {
+                    return false;
+                }
+                s.opt_bool(self.resume);
+                s.opt_bool(self.aborted);
+                s.opt_bool(self.batchable);
+                true
+            },
+        );
         if !done {
             self.encode_general(out);
         }
@@ -454,17 +464,22 @@ impl Encode for Transfer {
 impl Encode for Disposition {
     #[inline]
     fn encode(&self, out: &mut BytesMut) {
-        let done = encode_with::<DISPOSITION_MAX>(out, Disposition::CODE as u8, |s| {
-            s.bool(self.role == Role::Receiver);
-            s.uint(self.first);
-            s.opt_uint(self.last);
-            s.opt_bool(self.settled);
-            if !s.opt_state(&self.state) {
-                return false;
-            }
-            s.opt_bool(self.batchable);
-            true
-        });
+        let done = encode_with::<DISPOSITION_MAX>(
+            out,
+            Disposition::CODE as u8,
+            #[inline(always)]
+            |s| {
+                s.bool(self.role == Role::Receiver);
+                s.uint(self.first);
+                s.opt_uint(self.last);
+                s.opt_bool(self.settled);
+                if !s.opt_state(&self.state) {
+                    return false;
+                }
+                s.opt_bool(self.batchable);
+                true
+            },
+        );
         if !done {
             self.encode_general(out);
         }
