@@ -5,7 +5,7 @@
 use super::address::ChannelKey;
 use super::message::SelectorView;
 use super::selector::Selector;
-use super::{Msg, Outcome, Refusal, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
+use super::{Msg, Outcome, PublishRefusal, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
 use crate::config::Pattern;
 use crate::store::recovery::RecoveredShard;
 use crate::store::Journal;
@@ -336,7 +336,7 @@ impl Home {
                 // An events publish never creates its channel (see `PublishBatch`).
                 if key.pattern != Pattern::Events && !self.has_room_for(&key) {
                     self.stats.channel_limit += 1;
-                    return refuse_publish(ack, Refusal::TooManyChannels, &mut self.stats, out);
+                    return refuse_publish(ack, PublishRefusal::TooManyChannels, &mut self.stats, out);
                 }
                 // Queues and events-store answer `accepted` once the record is on
                 // disk (group commit); events at once.
@@ -350,7 +350,7 @@ impl Home {
                         let q = self.queue(&key);
                         if q.full(limits, bytes) {
                             self.stats.queue_full += 1;
-                            return refuse_publish(ack, Refusal::QueueFull, &mut self.stats, out);
+                            return refuse_publish(ack, PublishRefusal::QueueFull, &mut self.stats, out);
                         }
                         let done = ack.map(done_ok);
                         q.counters.count_publish(bytes, now_ms);
@@ -421,7 +421,7 @@ impl Home {
             }
             ShardMsg::Subscribe { key, sub, .. } if !self.has_room_for(&key) => {
                 self.stats.channel_limit += 1;
-                let r = Refusal::TooManyChannels;
+                let r = PublishRefusal::TooManyChannels;
                 let why = (r.condition(), r.description().to_owned());
                 out.push(ShardMsg::SubscribeDone { sub, result: Err(why) });
             }
@@ -1490,7 +1490,7 @@ impl StoreChan {
 
 /// A publish refused by a limit: rejected when the producer waits for the outcome,
 /// dropped and counted when it sent it pre-settled.
-fn refuse_publish(ack: Option<super::PublishAck>, why: Refusal, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
+fn refuse_publish(ack: Option<super::PublishAck>, why: PublishRefusal, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
     match ack {
         Some(ack) => out.push(ShardMsg::PublishDone { ack, result: Err(why) }),
         None => stats.transfers_in_dropped += 1,

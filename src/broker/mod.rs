@@ -121,10 +121,12 @@ pub struct StoreRing {
 pub const EVENTS_BATCH: usize = 64;
 
 /// Why a home did not store an unsettled publish. The connection rejects the delivery
-/// with [`Refusal::condition`] and [`Refusal::description`]; for a limit it also backs the
-/// producer link off ([`Refusal::backs_off`]).
+/// with [`PublishRefusal::condition`] and [`PublishRefusal::description`]; for a limit
+/// it also backs the producer link off ([`PublishRefusal::backs_off`]). (Not to be
+/// confused with [`message::Refusal`], the (condition, description) a connection
+/// rejects a message with before it reaches a home.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Refusal {
+pub enum PublishRefusal {
     /// The queue holds `SLUICE_QUEUE_MAX_MESSAGES` messages or `SLUICE_QUEUE_MAX_BYTES`.
     QueueFull,
     /// The shard keeps `SLUICE_MAX_CHANNELS` channels already.
@@ -133,7 +135,7 @@ pub enum Refusal {
     StoreUnavailable,
 }
 
-impl Refusal {
+impl PublishRefusal {
     /// The AMQP error condition.
     pub fn condition(self) -> &'static str {
         sluice_proto::types::condition::RESOURCE_LIMIT_EXCEEDED
@@ -142,16 +144,16 @@ impl Refusal {
     /// The error description.
     pub fn description(self) -> &'static str {
         match self {
-            Refusal::QueueFull => "queue full",
-            Refusal::TooManyChannels => "too many channels",
-            Refusal::StoreUnavailable => "message store unavailable",
+            PublishRefusal::QueueFull => "queue full",
+            PublishRefusal::TooManyChannels => "too many channels",
+            PublishRefusal::StoreUnavailable => "message store unavailable",
         }
     }
 
     /// A limit that stays reached for a while: the producer is backed off rather than left
     /// to spend its credit on more refusals.
     pub fn backs_off(self) -> bool {
-        matches!(self, Refusal::QueueFull | Refusal::TooManyChannels)
+        matches!(self, PublishRefusal::QueueFull | PublishRefusal::TooManyChannels)
     }
 }
 
@@ -298,7 +300,7 @@ pub enum ShardMsg {
         /// Where it goes.
         ack: PublishAck,
         /// Err: why it was not stored.
-        result: Result<(), Refusal>,
+        result: Result<(), PublishRefusal>,
     },
     /// Answer to Subscribe.
     SubscribeDone {

@@ -1876,21 +1876,18 @@ impl Driver {
         match m {
             ShardMsg::PublishDone { ack, result } => {
                 let Some(&link) = self.serials.get(&ack.link.link) else { return };
-                let state = match result {
+                match result {
                     Ok(()) => {
                         self.back_on(link, ack.delivery_id);
-                        DeliveryState::Accepted
+                        self.engine.disposition(link, ack.delivery_id, true, Some(DeliveryState::Accepted));
                     }
                     Err(why) => {
                         if why.backs_off() {
                             self.back_off(link, ack.delivery_id);
                         }
-                        DeliveryState::Rejected(Box::new(sluice_proto::types::Rejected {
-                            error: Some(Error::new(why.condition(), why.description())),
-                        }))
+                        self.refuse_message(link, Some(ack), (why.condition(), why.description().to_owned()));
                     }
-                };
-                self.engine.disposition(link, ack.delivery_id, true, Some(state));
+                }
             }
             ShardMsg::SubscribeDone { sub, result } => self.on_subscribed(sub.link, result),
             ShardMsg::UnsubscribeDone { sub } => {

@@ -651,7 +651,7 @@ pub async fn commit_loop(journal: Rc<RefCell<Journal>>, mut writer: Writer, rout
 fn reject(m: ShardMsg) -> ShardMsg {
     match m {
         ShardMsg::PublishDone { ack, .. } => {
-            ShardMsg::PublishDone { ack, result: Err(crate::broker::Refusal::StoreUnavailable) }
+            ShardMsg::PublishDone { ack, result: Err(crate::broker::PublishRefusal::StoreUnavailable) }
         }
         ShardMsg::DeadLettered { key, id, .. } => ShardMsg::DeadLettered { key, id, ok: false },
         other => other,
