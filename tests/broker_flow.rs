@@ -686,6 +686,19 @@ fn outcome(c: &mut Client, link: LinkId, payload: bytes::Bytes) -> Option<Delive
 }
 
 /// Receive everything the queue gives within `wait` (accepting it), as bodies.
+/// The metric `name` once `done` holds for it, pumping `c` meanwhile; its value after
+/// 15 s if it never does.
+fn metric_when(b: &Broker, c: &mut Client, name: &str, done: impl Fn(Option<f64>) -> bool) -> Option<f64> {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let v = b.metric(name);
+        if done(v) || Instant::now() >= deadline {
+            return v;
+        }
+        c.pump(Duration::from_millis(250)).unwrap();
+    }
+}
+
 fn drain_queue(c: &mut Client, r: LinkId, wait: Duration) -> Vec<Vec<u8>> {
     let mut got = Vec::new();
     while let Ok(d) = c.receive(r, wait) {
@@ -888,16 +901,13 @@ fn the_channel_limit_refuses_new_channels_and_idle_ones_are_forgotten() {
     c.engine().detach(links[2], None);
     c.engine().detach(links[0], None);
     c.flush().unwrap();
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while b.metric("sluice_channels{pattern=\"queues\"}") != Some(1.0) && Instant::now() < deadline {
-        c.pump(Duration::from_millis(250)).unwrap();
-    }
-    assert_eq!(b.metric("sluice_channels{pattern=\"queues\"}"), Some(1.0), "only the queue holding a message is kept");
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while b.metric(credit_b).is_some() && Instant::now() < deadline {
-        c.pump(Duration::from_millis(250)).unwrap();
-    }
-    assert_eq!(b.metric(credit_b), None, "a gone link's series is dropped");
+    let channels = "sluice_channels{pattern=\"queues\"}";
+    assert_eq!(
+        metric_when(&b, &mut c, channels, |v| v == Some(1.0)),
+        Some(1.0),
+        "only the queue holding a message is kept"
+    );
+    assert_eq!(metric_when(&b, &mut c, credit_b, |v| v.is_none()), None, "a gone link's series is dropped");
     let d = c.attach_receiver(ch, "d2", Some("queues/d"), &LinkOptions::default()).unwrap();
     let r = c.attach_receiver(ch, "a2", Some("queues/a"), &LinkOptions::default()).unwrap();
     c.engine().grant_credit(r, 10, false).unwrap();
@@ -918,11 +928,7 @@ fn a_forgotten_events_store_channel_keeps_its_sequence() {
     // is forgotten a few seconds later.
     let l = "sluice_channels{pattern=\"events-store\"}";
     assert_eq!(b.metric(l), Some(1.0));
-    let deadline = Instant::now() + Duration::from_secs(15);
-    while b.metric(l) != Some(0.0) && Instant::now() < deadline {
-        c.pump(Duration::from_millis(250)).unwrap();
-    }
-    assert_eq!(b.metric(l), Some(0.0), "the emptied channel is forgotten");
+    assert_eq!(metric_when(&b, &mut c, l, |v| v == Some(0.0)), Some(0.0), "the emptied channel is forgotten");
     assert_eq!(outcome(&mut c, s, data_message(b"second")), Some(DeliveryState::Accepted));
     // The sequence goes on from the journal's mark: the second event is number 2.
     let opts = props(&[("x-opt-kubemq-start", Value::string("sequence:2"))]);
