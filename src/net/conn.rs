@@ -37,6 +37,9 @@ use std::time::{Duration, Instant};
 /// doubles up to the maximum while reads fill it.
 const READ_MIN: usize = 4 * 1024;
 const READ_MAX: usize = 256 * 1024;
+/// Capacity of [`Driver::spent`] kept between turns; a larger list (a turn that
+/// drained a long inbox) is let go.
+const SPENT_KEEP: usize = 4096;
 /// Replies waiting in a dynamic node for credit, at most.
 const NODE_QUEUE_MAX: usize = 4096;
 /// Longest link name accepted, in bytes.
@@ -219,6 +222,9 @@ struct Driver {
     detaching: HashMap<u64, LinkId>,
     /// Events published in this driver turn, not yet routed (one channel at a time).
     events_batch: Option<(ChannelKey, Vec<Msg>)>,
+    /// Payloads of other shards written out in this turn, released together at its
+    /// end (see [`Driver::release_spent`]).
+    spent: Vec<Bytes>,
     started: Instant,
     shutting_down: bool,
 }
@@ -305,6 +311,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         authz_cache: crate::auth::AuthzCache::new(),
         detaching: HashMap::default(),
         events_batch: None,
+        spent: Vec::new(),
         started,
         shutting_down: false,
     };
@@ -455,11 +462,26 @@ impl Driver {
             for m in msgs.drain(..) {
                 self.on_message(m);
             }
+            self.release_spent();
             self.handle_events();
             if self.shard.global.shutting_down.load(Ordering::Relaxed) && !self.shutting_down {
                 self.shutting_down = true;
                 self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
             }
+        }
+    }
+
+    /// Drop the payloads written out in this turn's messages from other shards.
+    ///
+    /// They are slices of buffers that other shards own (an event's payload is a
+    /// slice of its publisher's read buffer, whose reference count the publisher's
+    /// shard keeps incrementing as it reads). Dropped one by one between frames,
+    /// each release would pull that cache line over from the other core; dropped
+    /// together, a turn's releases of one buffer take it over about once.
+    fn release_spent(&mut self) {
+        self.spent.clear();
+        if self.spent.capacity() > SPENT_KEEP {
+            self.spent = Vec::new();
         }
     }
 
@@ -1196,7 +1218,9 @@ impl Driver {
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
         let pattern = key.pattern;
         let payload = if pattern == Pattern::Queues {
-            message::with_delivery_header(&msg.payload, receive_count)
+            let p = message::with_delivery_header(&msg.payload, receive_count);
+            self.spent.push(msg.payload);
+            p
         } else {
             msg.payload
         };
@@ -1210,6 +1234,7 @@ impl Driver {
     /// Pre-settled events for one link: one lookup of the link for the batch, then
     /// each goes to the engine (or waits behind earlier deliveries for the session
     /// window).
+    /// Written payloads go to [`Driver::spent`], released at the end of the turn.
     fn on_deliver_events(&mut self, serial: u64, msgs: Vec<Msg>) {
         let Some(&link) = self.serials.get(&serial) else { return };
         let Some(ctx) = self.links.get_mut(&link) else { return };
@@ -1226,12 +1251,13 @@ impl Driver {
             let tag = DeliveryTag::from_u64(next_tag);
             next_tag += 1;
             let len = m.payload.len() as u64;
-            match self.engine.try_send(link, tag, m.payload, true, 0) {
+            match self.engine.send_ref(link, tag, &m.payload, true) {
                 Ok(_) => {
                     sent += 1;
                     bytes += len;
+                    self.spent.push(m.payload);
                 }
-                Err((UsageError::SessionWindow, payload)) => self.hold(Held { link, token: 0, payload, settled: true }),
+                Err(UsageError::SessionWindow) => self.hold(Held { link, token: 0, payload: m.payload, settled: true }),
                 // The link is going away: pre-settled events are at most once.
                 Err(_) => {}
             }
@@ -1265,8 +1291,9 @@ impl Driver {
         let tag = DeliveryTag::from_u64(ctx.next_tag);
         ctx.next_tag += 1;
         let len = payload.len() as u64;
-        match self.engine.try_send(link, tag, payload, settled, 0) {
+        match self.engine.send_ref(link, tag, &payload, settled) {
             Ok(delivery_id) => {
+                self.spent.push(payload);
                 add(&self.shard.counters.transfers_out[pattern_index(pattern)], 1);
                 if pattern == Pattern::Events {
                     self.count_events_out(link, 1, len);
@@ -1277,7 +1304,7 @@ impl Driver {
                     }
                 }
             }
-            Err((UsageError::SessionWindow, payload)) => self.hold(Held { link, token, payload, settled }),
+            Err(UsageError::SessionWindow) => self.hold(Held { link, token, payload, settled }),
             Err(_) => {
                 if pattern == Pattern::Queues && !settled {
                     let Some(ctx) = self.links.get(&link) else { return };
