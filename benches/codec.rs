@@ -472,9 +472,9 @@ fn transfer(c: &mut Criterion) {
             // The written frame becomes a `Bytes` without copying, its header
             // stepped over as the deframer does; its memory is reclaimed by `out`
             // on the next iteration once the frame is dropped.
-            let mut frame = out.split();
+            let mut frame = out.split().freeze();
             frame.advance(8);
-            let raw = raw_frame(frame.freeze());
+            let raw = raw_frame(frame);
             consume!(sl_decode_transfer(black_box(raw), &mut t));
             black_box(&t);
         })
