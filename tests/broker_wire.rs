@@ -218,24 +218,11 @@ fn sigterm_closes_connections_with_connection_forced_and_exits_zero() {
     let _ = Bytes::new();
 }
 
-/// Shard of each listed connection, by container-id.
-fn shards_by_container(b: &Broker) -> std::collections::BTreeMap<String, u64> {
-    let (status, body) = b.http("/api/amqp10/connections").unwrap();
-    assert_eq!(status, 200, "{body}");
-    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
-    v["connections"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| (c["container_id"].as_str().unwrap().to_owned(), c["shard"].as_u64().unwrap()))
-        .collect()
-}
-
 /// Wait until the admin API lists exactly `n` connections with a container-id.
 fn wait_listed(b: &Broker, n: usize) -> std::collections::BTreeMap<String, u64> {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let m = shards_by_container(b);
+        let m = b.connection_shards();
         if m.values().len() == n && m.keys().all(|k| !k.is_empty()) {
             return m;
         }

@@ -107,6 +107,19 @@ impl Broker {
         Some((status, body))
     }
 
+    /// The shard serving each listed connection, by container-id.
+    pub fn connection_shards(&self) -> std::collections::BTreeMap<String, u64> {
+        let (status, body) = self.http("/api/amqp10/connections").unwrap();
+        assert_eq!(status, 200, "{body}");
+        let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+        v["connections"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| (c["container_id"].as_str().unwrap().to_owned(), c["shard"].as_u64().unwrap()))
+            .collect()
+    }
+
     /// The value of one metric sample line (exact name with labels).
     pub fn metric(&self, sample: &str) -> Option<f64> {
         let (_, body) = self.http("/metrics")?;
