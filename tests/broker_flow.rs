@@ -42,6 +42,14 @@ fn publish_indexed(c: &mut Client, link: LinkId, from: u32, n: u32) {
     c.flush().unwrap();
 }
 
+/// A connection "pub" with one pre-settled sender link "p" to `address`.
+fn presettled_publisher(b: &Broker, address: &str) -> (Client, LinkId) {
+    let mut p = Client::connect(b.addr(), "pub").unwrap();
+    let pch = p.begin().unwrap();
+    let s = p.attach_sender(pch, "p", Some(address), &LinkOptions { presettled: true, ..Default::default() }).unwrap();
+    (p, s)
+}
+
 fn no_delivery_within(c: &mut Client, link: LinkId, wait: Duration) -> bool {
     c.receive(link, wait).is_err()
 }
@@ -53,11 +61,7 @@ fn lossless_events_store_holds_100k_events_at_zero_credit() {
     let sch = sub.begin().unwrap();
     let opts = props(&[("x-opt-sluice-stall", Value::string("hold"))]);
     let r = sub.attach_receiver(sch, "hold", Some("events-store/lossless"), &opts).unwrap();
-    let mut p = Client::connect(b.addr(), "pub").unwrap();
-    let pch = p.begin().unwrap();
-    let s = p
-        .attach_sender(pch, "p", Some("events-store/lossless"), &LinkOptions { presettled: true, ..Default::default() })
-        .unwrap();
+    let (mut p, s) = presettled_publisher(&b, "events-store/lossless");
     const N: u32 = 100_000;
     publish_indexed(&mut p, s, 0, N);
     // Let the broker take everything in while the subscriber gives no credit.
@@ -82,11 +86,7 @@ fn lossless_events_store_holds_100k_events_at_zero_credit() {
 #[test]
 fn lossless_durable_subscription_resumes_after_what_was_sent() {
     let b = Broker::start(&[("SLUICE_EVENTS_STORE_STALL", "hold"), ("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "8")]);
-    let mut p = Client::connect(b.addr(), "pub").unwrap();
-    let pch = p.begin().unwrap();
-    let s = p
-        .attach_sender(pch, "p", Some("events-store/dur"), &LinkOptions { presettled: true, ..Default::default() })
-        .unwrap();
+    let (mut p, s) = presettled_publisher(&b, "events-store/dur");
     let durable =
         LinkOptions { expiry_policy: Some("never"), ..props(&[("x-opt-kubemq-start", Value::string("first"))]) };
     {
@@ -479,11 +479,7 @@ fn a_stalled_events_subscriber_with_huge_credit_costs_bounded_memory() {
             }
         }
     });
-    let mut p = Client::connect(b.addr(), "pub").unwrap();
-    let pch = p.begin().unwrap();
-    let s = p
-        .attach_sender(pch, "p", Some("events/stall-mem"), &LinkOptions { presettled: true, ..Default::default() })
-        .unwrap();
+    let (mut p, s) = presettled_publisher(&b, "events/stall-mem");
     p.wait_credit(s).unwrap();
     std::thread::sleep(Duration::from_millis(200));
     let before = common::rss_kib(b.pid());
@@ -631,11 +627,7 @@ fn a_connection_holding_events_behind_shut_windows_is_bounded() {
     fine.engine().grant_credit(fr, 100_000, false).unwrap();
     shut.pump(Duration::from_millis(200)).unwrap();
     fine.pump(Duration::from_millis(200)).unwrap();
-    let mut p = Client::connect(b.addr(), "pub").unwrap();
-    let pch = p.begin().unwrap();
-    let s = p
-        .attach_sender(pch, "p", Some("events/shut"), &LinkOptions { presettled: true, ..Default::default() })
-        .unwrap();
+    let (mut p, s) = presettled_publisher(&b, "events/shut");
     p.wait_credit(s).unwrap();
     let body = vec![7u8; 1024];
     for _ in 0..1000 {
@@ -685,11 +677,7 @@ fn events_from_the_other_shard_through_a_narrow_session_window_arrive_whole_and_
     sub.pump(Duration::from_millis(200)).unwrap();
     // The broker serves a new connection on the shard with the fewest: the publisher
     // gets the other one.
-    let mut p = Client::connect(b.addr(), "pub").unwrap();
-    let pch = p.begin().unwrap();
-    let s = p
-        .attach_sender(pch, "p", Some("events/narrow"), &LinkOptions { presettled: true, ..Default::default() })
-        .unwrap();
+    let (mut p, s) = presettled_publisher(&b, "events/narrow");
     p.wait_credit(s).unwrap();
     let shards = b.connection_shards();
     assert_ne!(shards.get("narrow"), shards.get("pub"), "both connections on one shard: {shards:?}");
