@@ -380,6 +380,7 @@ impl Driver {
                 let now = self.now();
                 self.engine.process(now);
                 self.handle_events();
+                self.release_spent();
                 continue;
             }
             let deadline = self.next_deadline();
@@ -462,8 +463,10 @@ impl Driver {
             for m in msgs.drain(..) {
                 self.on_message(m);
             }
-            self.release_spent();
             self.handle_events();
+            // After the events too: a delivery held for a session window that opened
+            // in this turn was written in `handle_events`.
+            self.release_spent();
             if self.shard.global.shutting_down.load(Ordering::Relaxed) && !self.shutting_down {
                 self.shutting_down = true;
                 self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
@@ -471,7 +474,8 @@ impl Driver {
         }
     }
 
-    /// Drop the payloads written out in this turn's messages from other shards.
+    /// Drop the payloads written out in this turn (mostly from other shards'
+    /// messages; also deliveries held for a session window and sent later).
     ///
     /// They are slices of buffers that other shards own (an event's payload is a
     /// slice of its publisher's read buffer, whose reference count the publisher's
@@ -1234,6 +1238,7 @@ impl Driver {
     /// Pre-settled events for one link: one lookup of the link for the batch, then
     /// each goes to the engine (or waits behind earlier deliveries for the session
     /// window).
+    ///
     /// Written payloads go to [`Driver::spent`], released at the end of the turn.
     fn on_deliver_events(&mut self, serial: u64, msgs: Vec<Msg>) {
         let Some(&link) = self.serials.get(&serial) else { return };
