@@ -73,6 +73,35 @@ impl<'a> Fast<'a> {
         }
     }
 
+    /// A nullable delivery-tag (vbin8 of at most 32 bytes).
+    #[inline(always)]
+    fn opt_tag(&mut self) -> Option<Option<DeliveryTag>> {
+        match self.byte()? {
+            format::NULL => Some(None),
+            format::VBIN8 => {
+                let len = self.byte()? as usize;
+                let tag = DeliveryTag::from_prefix(self.b.get(self.p..)?, len)?;
+                self.p += len;
+                Some(Some(tag))
+            }
+            _ => None,
+        }
+    }
+
+    /// A nullable receiver-settle-mode (ubyte 0 or 1).
+    #[inline(always)]
+    fn opt_rcv_settle_mode(&mut self) -> Option<Option<ReceiverSettleMode>> {
+        match self.byte()? {
+            format::NULL => Some(None),
+            format::UBYTE => match self.byte()? {
+                0 => Some(Some(ReceiverSettleMode::First)),
+                1 => Some(Some(ReceiverSettleMode::Second)),
+                _ => None,
+            },
+            _ => None,
+        }
+    }
+
     /// null, accepted or released in their canonical forms.
     #[inline(always)]
     fn opt_state(&mut self) -> Option<Option<DeliveryState>> {
@@ -190,36 +219,11 @@ pub(crate) fn transfer_into(d: &mut Decoder<'_>, t: &mut Transfer) -> bool {
             }
             t.handle = c.u32()?;
             t.delivery_id = field!(c, 1, n, Fast::opt_u32, None);
-            t.delivery_tag = if n > 2 {
-                match c.byte()? {
-                    format::NULL => None,
-                    format::VBIN8 => {
-                        let len = c.byte()? as usize;
-                        let tag = DeliveryTag::from_prefix(c.b.get(c.p..)?, len)?;
-                        c.p += len;
-                        Some(tag)
-                    }
-                    _ => return None,
-                }
-            } else {
-                None
-            };
+            t.delivery_tag = field!(c, 2, n, Fast::opt_tag, None);
             t.message_format = field!(c, 3, n, Fast::opt_u32, None);
             t.settled = field!(c, 4, n, Fast::opt_bool, None);
             t.more = field!(c, 5, n, Fast::opt_bool, None);
-            t.rcv_settle_mode = if n > 6 {
-                match c.byte()? {
-                    format::NULL => None,
-                    format::UBYTE => match c.byte()? {
-                        0 => Some(ReceiverSettleMode::First),
-                        1 => Some(ReceiverSettleMode::Second),
-                        _ => return None,
-                    },
-                    _ => return None,
-                }
-            } else {
-                None
-            };
+            t.rcv_settle_mode = field!(c, 6, n, Fast::opt_rcv_settle_mode, None);
             t.state = field!(c, 7, n, Fast::opt_state, None);
             t.resume = field!(c, 8, n, Fast::opt_bool, None);
             t.aborted = field!(c, 9, n, Fast::opt_bool, None);
