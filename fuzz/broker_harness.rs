@@ -241,7 +241,7 @@ impl Seen {
         let de = self.de.get_or_insert_with(|| Deframer::new(u32::MAX));
         de.push(data);
         loop {
-            if de.buffer().starts_with(b"AMQP") {
+            if de.buffered_bytes().starts_with(b"AMQP") {
                 if de.take_raw(8).is_some() {
                     continue;
                 }

@@ -41,7 +41,7 @@ pub(crate) fn frame_decode(data: &[u8]) {
 /// Decode the frames buffered in `de`; false after a framing error.
 fn drain_frames(de: &mut Deframer) -> bool {
     loop {
-        if de.buffer().starts_with(b"AMQP") {
+        if de.buffered_bytes().starts_with(b"AMQP") {
             if de.take_raw(8).is_some() {
                 continue;
             }
@@ -380,7 +380,7 @@ fn check_output(out: &[u8]) {
     let mut de = Deframer::new(u32::MAX);
     de.push(out);
     loop {
-        if de.buffer().starts_with(b"AMQP") && de.take_raw(8).is_some() {
+        if de.buffered_bytes().starts_with(b"AMQP") && de.take_raw(8).is_some() {
             continue;
         }
         match de.next_frame() {

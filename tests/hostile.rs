@@ -265,7 +265,7 @@ impl Peer {
 
     fn parse(&mut self) {
         loop {
-            if self.de.buffer().starts_with(b"AMQP") {
+            if self.de.buffered_bytes().starts_with(b"AMQP") {
                 match self.de.take_raw(8) {
                     Some(h) => {
                         let mut a = [0u8; 8];

@@ -271,7 +271,6 @@ pub struct Worker {
     template: Template,
     pending: VecDeque<Bytes>,
     pending_bytes: usize,
-    rbuf: Vec<u8>,
     recv_now: u64,
     t0: u64,
     fc_in: FrameCounter,
@@ -431,9 +430,8 @@ impl Worker {
             }
         }
         let mut fc_in = FrameCounter::default();
-        let mut conn = conn;
         // The deframer's buffer starts at a frame boundary: count from there.
-        fc_in.feed(&conn.read_buffer()[..]);
+        fc_in.feed(conn.buffered_input());
         let mut w = Worker {
             name: name.to_owned(),
             opts: opts.clone(),
@@ -446,7 +444,6 @@ impl Worker {
             template: Template::new(if opts.durable { DURABLE_HEADER } else { &[] }, opts.size),
             pending: VecDeque::new(),
             pending_bytes: 0,
-            rbuf: vec![0; READ_SIZE],
             recv_now: now_ns(),
             t0: 0,
             fc_in,
@@ -674,7 +671,8 @@ impl Worker {
 
     /// Read once and handle what came. Returns true when bytes arrived.
     fn read(&mut self) -> io::Result<bool> {
-        let n = match self.sock.read(&mut self.rbuf) {
+        // Straight into the engine's read buffer (its room is zeroed once and kept).
+        let n = match self.sock.read(self.conn.read_space(READ_SIZE)) {
             Ok(0) => {
                 return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "the broker closed the connection"));
             }
@@ -687,9 +685,11 @@ impl Worker {
         self.recv_now = now_ns();
         self.r.reads += 1;
         self.r.bytes_in += n as u64;
-        self.fc_in.feed(&self.rbuf[..n]);
+        self.conn.read_done(n);
+        let buffered = self.conn.buffered_input();
+        self.fc_in.feed(&buffered[buffered.len() - n..]);
         let now = self.now_ms();
-        self.conn.handle_input(&self.rbuf[..n], now);
+        self.conn.process(now);
         loop {
             while let Some(e) = self.conn.poll_event() {
                 self.on_event(e)?;

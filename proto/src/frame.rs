@@ -68,16 +68,24 @@ impl std::fmt::Display for FrameError {
 impl std::error::Error for FrameError {}
 
 /// Splits a byte stream into frames.
+///
+/// The buffer holds the bytes received and not yet returned as frames
+/// (`..filled`), then zeroed room for the next receive (`filled..`). The room is
+/// zeroed once and kept until bytes are received into it: a receive that comes back
+/// with nothing (the connection was woken for something else) costs no zeroing, where
+/// growing the buffer for every receive and cutting it back afterwards zeroed the whole
+/// read size (up to 256 KiB in the broker) on every wake-up.
 #[derive(Debug)]
 pub struct Deframer {
     buf: BytesMut,
+    filled: usize,
     max_frame_size: u32,
 }
 
 impl Deframer {
     /// A deframer that accepts frames up to `max_frame_size` bytes.
     pub fn new(max_frame_size: u32) -> Self {
-        Deframer { buf: BytesMut::new(), max_frame_size }
+        Deframer { buf: BytesMut::new(), filled: 0, max_frame_size }
     }
 
     /// Change the largest frame accepted (after OPEN negotiation).
@@ -92,24 +100,57 @@ impl Deframer {
 
     /// Append received bytes.
     pub fn push(&mut self, data: &[u8]) {
+        // Copied over the room (zeroed or not), never after it.
+        self.buf.truncate(self.filled);
         self.buf.extend_from_slice(data);
+        self.filled = self.buf.len();
     }
 
-    /// The read buffer, to receive into directly (then the bytes are already "pushed").
-    pub fn buffer(&mut self) -> &mut BytesMut {
-        &mut self.buf
+    /// Room for the next receive: exactly `n` bytes right after the buffered ones,
+    /// zeroed where they were not zeroed before. Receive into it, then call
+    /// [`Deframer::read_done`] with the count received (0 is fine: the room stays).
+    pub fn read_space(&mut self, n: usize) -> &mut [u8] {
+        let want = self.filled + n;
+        if self.buf.len() < want {
+            if self.buf.capacity() < want {
+                // The buffer moves (or is reclaimed): carry only the received bytes
+                // over, not the room, which would be copied just to be overwritten.
+                self.buf.truncate(self.filled);
+            }
+            self.buf.resize(want, 0);
+        }
+        &mut self.buf[self.filled..want]
+    }
+
+    /// `n` bytes were received into the room [`Deframer::read_space`] gave.
+    pub fn read_done(&mut self, n: usize) {
+        self.filled = (self.filled + n).min(self.buf.len());
+    }
+
+    /// The bytes buffered but not yet returned as frames.
+    pub fn buffered_bytes(&self) -> &[u8] {
+        &self.buf[..self.filled]
     }
 
     /// Bytes buffered but not yet returned as frames.
     pub fn buffered(&self) -> usize {
-        self.buf.len()
+        self.filled
+    }
+
+    /// Let go of the buffer when nothing is buffered and it has grown past
+    /// `max_capacity` bytes (a large frame came through once).
+    pub fn release_if_idle(&mut self, max_capacity: usize) {
+        if self.filled == 0 && self.buf.capacity() > max_capacity {
+            self.buf = BytesMut::new();
+        }
     }
 
     /// Take `n` raw bytes (protocol headers) if that many are buffered.
     pub fn take_raw(&mut self, n: usize) -> Option<Bytes> {
-        if self.buf.len() < n {
+        if self.filled < n {
             return None;
         }
+        self.filled -= n;
         Some(self.buf.split_to(n).freeze())
     }
 
@@ -119,7 +160,7 @@ impl Deframer {
     /// frame is refused before its body is buffered.
     #[inline]
     pub fn next_frame(&mut self) -> Result<Option<RawFrame>, FrameError> {
-        if self.buf.len() < 8 {
+        if self.filled < 8 {
             return Ok(None);
         }
         let h = &self.buf[..8];
@@ -139,11 +180,12 @@ impl Deframer {
         if frame_type != FRAME_TYPE_AMQP && frame_type != FRAME_TYPE_SASL {
             return Err(FrameError::UnknownType(frame_type));
         }
-        if self.buf.len() < size as usize {
+        if self.filled < size as usize {
             // Make room for the rest of this frame in one allocation.
-            self.buf.reserve(size as usize - self.buf.len());
+            self.buf.reserve((size as usize).saturating_sub(self.buf.len()));
             return Ok(None);
         }
+        self.filled -= size as usize;
         // Split off the frame and step over its header in place: one reference
         // count update, not three. The step is taken on the frozen `Bytes`, whose
         // `advance` is two inlined field updates (`BytesMut::advance` is a call).
@@ -247,6 +289,84 @@ mod tests {
     use super::*;
     use crate::types::{Flow, Transfer};
 
+    /// Write `wire` into the deframer's room in chunks of `chunk` bytes, as reads would.
+    fn receive(de: &mut Deframer, wire: &[u8], chunk: usize, room: usize) {
+        for part in wire.chunks(chunk) {
+            let space = de.read_space(room);
+            space[..part.len()].copy_from_slice(part);
+            de.read_done(part.len());
+        }
+    }
+
+    fn flow_frames(n: u32) -> BytesMut {
+        let mut wire = BytesMut::new();
+        for i in 0..n {
+            let f = Flow { incoming_window: i, next_outgoing_id: 1, outgoing_window: 2, ..Default::default() };
+            write_frame(&mut wire, FRAME_TYPE_AMQP, 0, &Performative::Flow(f), &[]);
+        }
+        wire
+    }
+
+    #[test]
+    fn frames_received_into_the_room_come_out_whole_whatever_the_read_sizes() {
+        let wire = flow_frames(50);
+        for (chunk, room) in [(1, 1), (7, 16), (33, 4096), (4096, 4096), (100, 256 * 1024)] {
+            let mut de = Deframer::new(u32::MAX);
+            let mut got = 0u32;
+            for part in wire.chunks(chunk) {
+                receive(&mut de, part, chunk, room);
+                while let Some(f) = de.next_frame().unwrap() {
+                    match f.decode_amqp().unwrap().performative {
+                        Performative::Flow(flow) => assert_eq!(flow.incoming_window, got),
+                        p => panic!("unexpected {p:?}"),
+                    }
+                    got += 1;
+                }
+            }
+            assert_eq!(got, 50, "chunk {chunk}, room {room}");
+            assert_eq!(de.buffered(), 0);
+        }
+    }
+
+    #[test]
+    fn the_room_is_kept_and_not_zeroed_again_by_a_receive_that_brings_nothing() {
+        let mut de = Deframer::new(u32::MAX);
+        let room = de.read_space(4096);
+        assert!(room.iter().all(|&b| b == 0));
+        let at = room.as_ptr();
+        // Bytes the kernel never reported (a receive that came back with nothing)
+        // stay where they are: the room is not zeroed a second time.
+        room[..4].copy_from_slice(b"MARK");
+        de.read_done(0);
+        let again = de.read_space(4096);
+        assert_eq!(again.as_ptr(), at, "the room moved");
+        assert_eq!(&again[..4], b"MARK", "the room was zeroed again");
+        assert_eq!(de.buffered(), 0);
+        assert!(de.next_frame().unwrap().is_none());
+    }
+
+    #[test]
+    fn a_partial_frame_survives_the_room_growing_past_the_buffer() {
+        let mut wire = BytesMut::new();
+        let t = Transfer { handle: 1, delivery_id: Some(7), ..Default::default() };
+        let payload = vec![0x5au8; 10_000];
+        write_frame(&mut wire, FRAME_TYPE_AMQP, 3, &Performative::Transfer(t.clone()), &payload);
+        let mut de = Deframer::new(u32::MAX);
+        // Part of the frame in a small room, then a room far larger than the buffer.
+        receive(&mut de, &wire[..3000], 3000, 4096);
+        assert!(de.next_frame().unwrap().is_none());
+        receive(&mut de, &wire[3000..], 64 * 1024, 256 * 1024);
+        let f = de.next_frame().unwrap().unwrap().decode_amqp().unwrap();
+        assert_eq!(f.performative, Performative::Transfer(t));
+        assert_eq!(&f.payload[..], &payload[..]);
+        assert_eq!(de.buffered(), 0);
+        // A push after a room was given is appended right after the buffered bytes.
+        let _ = de.read_space(1024);
+        de.push(&flow_frames(1));
+        assert!(matches!(de.next_frame().unwrap().unwrap().decode_amqp().unwrap().performative, Performative::Flow(_)));
+        assert!(de.next_frame().unwrap().is_none());
+    }
+
     #[test]
     fn transfer_payload_points_into_the_read_buffer() {
         let mut wire = BytesMut::new();
@@ -255,8 +375,8 @@ mod tests {
         write_frame(&mut wire, FRAME_TYPE_AMQP, 3, &Performative::Transfer(t.clone()), &payload);
         let mut de = Deframer::new(u32::MAX);
         de.push(&wire);
-        let base = de.buffer().as_ptr() as usize;
-        let end = base + de.buffer().len();
+        let base = de.buffered_bytes().as_ptr() as usize;
+        let end = base + de.buffered_bytes().len();
         let frame = de.next_frame().unwrap().unwrap();
         assert_eq!(frame.channel, 3);
         let f = frame.decode_amqp().unwrap();
@@ -284,8 +404,8 @@ mod tests {
         write_frame(&mut wire, FRAME_TYPE_AMQP, 1, &Performative::Flow(Flow::default()), &[]);
         let mut de = Deframer::new(u32::MAX);
         de.push(&wire);
-        let base = de.buffer().as_ptr() as usize;
-        let end = base + de.buffer().len();
+        let base = de.buffered_bytes().as_ptr() as usize;
+        let end = base + de.buffered_bytes().len();
         let frame = de.next_frame().unwrap().unwrap();
         let general = frame.decode_amqp().unwrap();
         let (fast, body) = frame.into_transfer().unwrap();

@@ -391,27 +391,23 @@ impl Driver {
                 let inbox = self.inbox.clone();
                 let read_size = self.read_size;
                 let max_frame = self.settings().max_frame_size as usize;
-                let buf = self.engine.read_buffer();
-                if buf.is_empty() && buf.capacity() > 2 * READ_MAX {
-                    // Let go of a large buffer once it is drained.
-                    *buf = bytes::BytesMut::new();
-                }
-                let len = buf.len();
+                // Let go of a large buffer once it is drained.
+                self.engine.release_read_buffer_if_idle(2 * READ_MAX);
+                let len = self.engine.buffered_input().len();
                 // What the engine left unprocessed is at most a partial frame, unless it
                 // takes no input at all for now (waiting for an authentication verdict,
                 // or closed): then nothing more is read until it does, so a peer that
                 // keeps sending meanwhile costs no memory.
                 let reading = len <= max_frame + 2 * READ_MAX;
-                if reading {
-                    buf.resize(len + read_size, 0);
-                }
+                // The room is zeroed once and kept when this wake-up reads nothing.
+                let room: &mut [u8] = if reading { self.engine.read_space(read_size) } else { &mut [] };
                 let r = futures_lite::future::poll_fn(|cx| {
                     if !inbox.is_empty() {
                         return Poll::Ready(Ok(Wake::Inbox));
                     }
                     inbox.register(cx.waker());
                     if reading {
-                        match Pin::new(&mut *stream).poll_read(cx, &mut buf[len..]) {
+                        match Pin::new(&mut *stream).poll_read(cx, &mut *room) {
                             Poll::Ready(Ok(n)) => return Poll::Ready(Ok(Wake::Read(n))),
                             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                             Poll::Pending => {}
@@ -425,11 +421,9 @@ impl Driver {
                     Poll::Pending
                 })
                 .await;
-                let n = match &r {
-                    Ok(Wake::Read(n)) => *n,
-                    _ => 0,
-                };
-                buf.truncate(len + n);
+                if let Ok(Wake::Read(n)) = &r {
+                    self.engine.read_done(*n);
+                }
                 r?
             };
             // One monotonic and one wall-clock read per turn: the engine, the

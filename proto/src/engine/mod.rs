@@ -513,10 +513,28 @@ impl Connection {
         self.phase == Phase::Closed
     }
 
-    /// The read buffer of the deframer, for receiving straight into it; call
-    /// [`Self::process`] afterwards.
-    pub fn read_buffer(&mut self) -> &mut BytesMut {
-        self.deframer.buffer()
+    /// Room for receiving straight into the read buffer: exactly `n` bytes after what
+    /// is buffered (zeroed once, kept across receives that bring nothing). Then call
+    /// [`Self::read_done`] with the count received, and [`Self::process`].
+    pub fn read_space(&mut self, n: usize) -> &mut [u8] {
+        self.deframer.read_space(n)
+    }
+
+    /// `n` bytes were received into the room [`Self::read_space`] gave.
+    pub fn read_done(&mut self, n: usize) {
+        self.deframer.read_done(n);
+    }
+
+    /// The bytes received and not processed yet (a partial frame, or frames left
+    /// while [`Self::input_paused`]).
+    pub fn buffered_input(&self) -> &[u8] {
+        self.deframer.buffered_bytes()
+    }
+
+    /// Let go of the read buffer when nothing is buffered and it has grown past
+    /// `max_capacity` bytes.
+    pub fn release_read_buffer_if_idle(&mut self, max_capacity: usize) {
+        self.deframer.release_if_idle(max_capacity);
     }
 
     /// Feed received bytes and process every complete frame.
@@ -545,8 +563,8 @@ impl Connection {
         self.input_paused
     }
 
-    /// Process the frames buffered in [`Self::read_buffer`] (stopping early, see
-    /// [`Self::input_paused`], while [`EVENTS_PAUSE`] events are waiting).
+    /// Process the frames received (see [`Self::read_space`]), stopping early (see
+    /// [`Self::input_paused`]) while [`EVENTS_PAUSE`] events are waiting.
     pub fn process(&mut self, now: u64) {
         self.now = now;
         self.input_paused = false;
