@@ -23,6 +23,10 @@ export SLUICE_BIN="$ROOT/target/release/sluice"
 step "Rust tests (unit, engine, codec, fuzz corpus replay, broker over sockets)"
 cargo test --workspace --release
 
+step "vendored glommio: the unit tests of sluice's changes (vendor/README.md)"
+CARGO_TARGET_DIR="$ROOT/target/glommio-tests" \
+  cargo test --release --manifest-path vendor/glommio/Cargo.toml --lib sluice_
+
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   step "Python venv with python-qpid-proton"
   if [ ! -x .venv/bin/python ]; then

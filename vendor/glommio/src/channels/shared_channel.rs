@@ -420,7 +420,19 @@ impl<T: Send + Sized> ConnectedReceiver<T> {
                 }
             }
             res => {
-                self.notifier.notify(false);
+                // sluice: the sender waits for room only when it found the channel
+                // full, so only a pop from a full channel (this one left at most one
+                // slot free) has to wake its executor. glommio notified on every pop,
+                // which at moderate rates woke the sending executor once per message
+                // for nothing (an eventfd write, a wake-up and a sleep, each a system
+                // call). The fence pairs with the one a sleeping sender issues after
+                // it announces it sleeps and before it re-checks for room: either the
+                // sender sees this pop, or this sees the sender's last push (so a
+                // full channel is seen full) and its sleep (`notify` wakes it).
+                std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+                if self.state.buffer.size() + 1 >= self.state.buffer.capacity() {
+                    self.notifier.notify(false);
+                }
                 Poll::Ready(res)
             }
         }
@@ -500,6 +512,73 @@ mod test {
         },
         time::Duration,
     };
+
+    /// sluice: a pop wakes the sending executor only when it emptied a slot of a full
+    /// channel (the sender waits for room only then); glommio woke it on every pop.
+    #[test]
+    fn sluice_a_pop_notifies_the_sender_only_from_a_full_channel() {
+        use std::sync::mpsc;
+        let (sender, receiver) = new_bounded::<u32>(2);
+        let (to_test, from_sender) = mpsc::channel::<usize>();
+        let (to_sender, sender_cmds) = mpsc::channel::<usize>();
+        let (pop_done, from_receiver) = mpsc::channel::<u32>();
+        let (to_receiver, receiver_cmds) = mpsc::channel::<()>();
+
+        let ex1 = LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let sender = sender.connect().await;
+                to_test.send(crate::executor().reactor().id()).unwrap();
+                // Push as many as told, until told 0.
+                while let Ok(n) = sender_cmds.recv() {
+                    if n == 0 {
+                        break;
+                    }
+                    for i in 0..n {
+                        sender.try_send(i as u32).unwrap();
+                    }
+                    to_test.send(n).unwrap();
+                }
+            })
+            .unwrap();
+        let ex2 = LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let receiver = receiver.connect().await;
+                while receiver_cmds.recv().is_ok() {
+                    pop_done.send(receiver.recv().await.unwrap()).unwrap();
+                }
+            })
+            .unwrap();
+
+        let sender_id = from_sender.recv().unwrap();
+        let notifier = crate::sys::get_sleep_notifier_for(sender_id).unwrap();
+        let push = |n: usize| {
+            to_sender.send(n).unwrap();
+            assert_eq!(from_sender.recv().unwrap(), n);
+        };
+        let pop = || {
+            to_receiver.send(()).unwrap();
+            from_receiver.recv().unwrap()
+        };
+
+        // One of two slots used: the pop leaves the sleeping sender alone.
+        push(1);
+        notifier.prepare_to_sleep_for_test();
+        pop();
+        assert!(notifier.will_notify(), "a pop from a channel that was not full woke the sender");
+
+        // Full: the pop makes room the sender may be waiting for, and wakes it.
+        push(2);
+        notifier.prepare_to_sleep_for_test();
+        pop();
+        assert!(!notifier.will_notify(), "a pop from a full channel did not wake the sender");
+
+        drop(push);
+        drop(pop);
+        to_sender.send(0).unwrap();
+        drop(to_receiver);
+        ex1.join().unwrap();
+        ex2.join().unwrap();
+    }
 
     #[test]
     fn producer_consumer() {

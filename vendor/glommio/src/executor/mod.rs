@@ -1325,6 +1325,13 @@ impl LocalExecutor {
         loop {
             self.reactor.sys.install_eventfd();
             if self.need_preempt() {
+                // sluice: preempted before any queue ran (a completion nobody waits
+                // for, such as a fired preemption timer, sits in the latency ring):
+                // runnable queues are still work. Reporting "nothing ran" made the
+                // caller park with runnable tasks, until the next wake-up.
+                if !ran {
+                    ran = !self.queues.borrow().active_executors.is_empty();
+                }
                 break;
             }
             if !self.run_one_task_queue() {
@@ -2856,6 +2863,27 @@ mod test {
     };
 
     use super::*;
+
+    /// sluice: a pass preempted before any queue ran (a completion nobody waits for,
+    /// such as a fired timer, sits in the latency ring) still reports the runnable
+    /// queue as work, so the executor polls and runs it instead of going to sleep.
+    #[test]
+    fn sluice_preempted_pass_with_a_runnable_queue_is_work() {
+        let ex = LocalExecutor::default();
+        LOCAL_EX.set(&ex, || {
+            ex.spawn_into(async {}, TaskQueueHandle::default()).unwrap().detach();
+            ex.reactor.sys.arm_latency_timer_for_test(Duration::ZERO).unwrap();
+            let start = Instant::now();
+            while !ex.need_preempt() {
+                assert!(start.elapsed() < Duration::from_secs(30), "the timer never completed");
+                std::thread::yield_now();
+            }
+            assert!(
+                ex.run_task_queues(),
+                "a preempted pass with a runnable queue reported no work (the executor would sleep)"
+            );
+        });
+    }
 
     #[test]
     fn create_and_destroy_executor() {

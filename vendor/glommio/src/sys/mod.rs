@@ -353,6 +353,19 @@ impl SleepNotifier {
     pub(super) fn wake_up(&self) {
         self.should_notify.store(false, Ordering::Relaxed);
     }
+
+    /// sluice (tests): announce a sleep, as the executor does before it sleeps.
+    #[cfg(test)]
+    pub(crate) fn prepare_to_sleep_for_test(&self) {
+        self.prepare_to_sleep();
+    }
+
+    /// sluice (tests): true while a `notify` would still write the eventfd (nobody
+    /// has notified since the last announced sleep).
+    #[cfg(test)]
+    pub(crate) fn will_notify(&self) -> bool {
+        self.should_notify.load(Ordering::SeqCst)
+    }
 }
 
 impl Drop for SleepNotifier {

@@ -1072,13 +1072,17 @@ impl SleepableRing {
             // We have now prepared the SQE that links the two rings. We now need to submit
             // it successfully to be able to safely sleep.
 
-            if self
-                .submit_sqes()
+            // sluice: submit the SQE that links the rings and wait in one system call
+            // (glommio submitted, then entered the kernel again to wait).
+            let submitted = self
+                .ring
+                .submit_sqes_and_wait(1)
+                .map(|x| x as usize)
                 .or_else(Reactor::busy_ok)
                 .or_else(Reactor::again_ok)
-                .or_else(Reactor::intr_ok)?
-                != 1
-            {
+                .or_else(Reactor::intr_ok)?;
+            self.in_kernel += submitted;
+            if submitted != 1 {
                 // We failed to submit the `SQE` that links the rings. Just can't sleep.
                 // Waiting here is unsafe because we could end up waiting much longer than
                 // needed.
@@ -1086,14 +1090,8 @@ impl SleepableRing {
                 unsafe { crate::uring_sys::io_uring_prep_nop(sqe_ptr) };
                 Err(io::Error::from_raw_os_error(libc::EBUSY))
             } else {
-                // The rings are linked. Goodnight!
-                self.ring
-                    .cq()
-                    .wait(1)
-                    .map(|_| 1)
-                    .or_else(Reactor::busy_ok)
-                    .or_else(Reactor::again_ok)
-                    .or_else(Reactor::intr_ok)
+                // The rings were linked and we slept until a completion came.
+                Ok(1)
             }
         } else {
             // Can't link rings because we ran out of `CQE`s. Just can't sleep.
@@ -1215,13 +1213,20 @@ impl UringCommon for SleepableRing {
     }
 }
 
+/// sluice: how much later than asked a kept latency timer may fire (see
+/// `Reactor::arm_latency_timer`).
+const LATENCY_TIMER_SLACK: Duration = Duration::from_micros(500);
+
 pub(crate) struct Reactor {
     // FIXME: it is starting to feel we should clean this up to a Inner pattern
     main_ring: RefCell<SleepableRing>,
     latency_ring: RefCell<SleepableRing>,
     poll_ring: RefCell<PollRing>,
 
+    // sluice: the latency ring's timer is kept while it is pending and fires no later
+    // than needed (see `wait`); `latency_preemption_deadline` is when it fires.
     latency_preemption_timeout_src: Cell<Option<Source>>,
+    latency_preemption_deadline: Cell<Option<Instant>>,
     throughput_preemption_timeout_src: Cell<Option<Source>>,
 
     link_fd: RawFd,
@@ -1353,6 +1358,7 @@ impl Reactor {
             latency_ring: RefCell::new(latency_ring),
             poll_ring: RefCell::new(poll_ring),
             latency_preemption_timeout_src: Cell::new(None),
+            latency_preemption_deadline: Cell::new(None),
             throughput_preemption_timeout_src: Cell::new(None),
             blocking_thread,
             link_fd,
@@ -1814,22 +1820,43 @@ impl Reactor {
         // consume all events from the rings
         consume_rings!(into &mut woke; lat_ring, poll_ring, main_ring);
 
-        // Cancel the old timer regardless of whether we can sleep:
-        // if we won't sleep, we will register the new timer with its new
-        // value.
+        // sluice: timers are kept while they are pending instead of being cancelled
+        // and armed again on every pass. glommio cancelled the latency timer and
+        // replaced the throughput timer on every call, and armed a new latency timer
+        // after it: three or four SQEs and two or three `io_uring_enter` per pass, and
+        // several passes per sleep/wake cycle (on a Firecracker VM each enter costs
+        // microseconds). A pending timer that fires no later than needed does the same
+        // job: firing early only makes `need_preempt` true early (one more pass) or
+        // wakes the sleeper early (it sleeps again), never late.
         //
-        // But if we will sleep, there might be a timer registered that needs
-        // to be removed otherwise we'll wake up when it expires.
-        drop(self.latency_preemption_timeout_src.take());
-
-        // Schedule the throughput-based timeout immediately: it won't matter if we end
-        // up sleeping.
-        self.throughput_preemption_timeout_src.replace(Some(
-            main_ring.prepare_throughput_preemption_timer(
-                self.ring_depth() as u32,
-                self.eventfd_src.raw(),
-            ),
-        ));
+        // The throughput timer counts completions on the main ring: kept while it has
+        // not fired, it fires after `ring_depth` completions since it was armed (that
+        // many or fewer since this pass), which only makes the preemption it asks for
+        // come sooner.
+        if !Self::pending(&self.throughput_preemption_timeout_src) {
+            self.throughput_preemption_timeout_src.replace(Some(
+                main_ring.prepare_throughput_preemption_timer(
+                    self.ring_depth() as u32,
+                    self.eventfd_src.raw(),
+                ),
+            ));
+        }
+        // One latency timer serves the preemption (when running) and the next user
+        // timer (when running or sleeping): it must fire by the earlier of the two. A
+        // pass that may sleep (no preemption timer) with no user timer keeps a pending
+        // preemption timer: it wakes the sleeper once, early, and is not armed again
+        // until the executor runs. Armed here, before the flush below, so that the
+        // completions of a cancelled timer are consumed before `should_sleep` is
+        // decided (left in the ring they would end the sleep at once, or make
+        // `need_preempt` true before the first task runs).
+        let preempt = preempt_timer();
+        let needed = match (preempt, user_timer) {
+            (Some(p), Some(u)) => Some(p.min(u)),
+            (p, u) => p.or(u),
+        };
+        if let Some(d) = needed {
+            self.arm_latency_timer(&mut lat_ring, d);
+        }
 
         // This will only dispatch if we run out of sqes. Which means until
         // flush_rings! nothing is really send to the kernel...
@@ -1841,20 +1868,13 @@ impl Reactor {
         consume_rings!(into &mut woke; lat_ring, poll_ring, main_ring);
 
         // If we generated any event so far, we can't sleep. Need to handle them.
-        let should_sleep = preempt_timer().is_none()
+        let should_sleep = preempt.is_none()
             && (woke == 0)
             && poll_ring.can_sleep()
             && main_ring.can_sleep()
             && lat_ring.can_sleep();
 
         if should_sleep {
-            // We are about to go to sleep. It's ok to sleep, but if there
-            // is a timer set, we need to make sure we wake up to handle it.
-            if let Some(dur) = user_timer {
-                self.latency_preemption_timeout_src
-                    .set(Some(lat_ring.prepare_latency_preemption_timer(dur)));
-                assert!(flush_rings!(lat_ring)? > 0);
-            }
             // From this moment on the remote executors are aware that we are sleeping
             // We have to sweep the remote channels function once more because since
             // last time until now it could be that something happened in a remote executor
@@ -1879,12 +1899,6 @@ impl Reactor {
             }
         }
 
-        if let Some(preempt) = preempt_timer() {
-            self.latency_preemption_timeout_src
-                .set(Some(lat_ring.prepare_latency_preemption_timer(preempt)));
-            flush_rings!(lat_ring, main_ring)?;
-        }
-
         // A Note about `need_preempt`:
         //
         // If in the last call to consume_rings! some events completed, the tail and
@@ -1897,6 +1911,60 @@ impl Reactor {
 
     pub(crate) fn flush_syscall_thread(&self) -> usize {
         self.blocking_thread.flush()
+    }
+
+    /// sluice (tests): arm the latency timer for `d` as a pass would, and submit it.
+    #[cfg(test)]
+    pub(crate) fn arm_latency_timer_for_test(&self, d: Duration) -> io::Result<()> {
+        let mut lat_ring = self.latency_ring.borrow_mut();
+        self.arm_latency_timer(&mut lat_ring, d);
+        flush_rings!(lat_ring)?;
+        Ok(())
+    }
+
+    /// sluice: true while the timer in `slot` is queued or in the kernel (its
+    /// completion has not been consumed yet).
+    fn pending(slot: &Cell<Option<Source>>) -> bool {
+        let src = slot.take();
+        let pending = src
+            .as_ref()
+            .is_some_and(|s| s.inner.borrow().enqueued.is_some());
+        slot.set(src);
+        pending
+    }
+
+    /// sluice: make sure a latency-ring timer fires within `d` from now. A pending
+    /// one that fires by then is kept; otherwise it is cancelled (when pending) and a
+    /// new one is queued (flushed by the caller).
+    ///
+    /// `d` is measured from a moment slightly before this call (the user timer's
+    /// from when the timer wheel was read), and the kept timer's deadline from when it
+    /// was armed, so the two may disagree by the time between: `LATENCY_TIMER_SLACK`
+    /// keeps that from re-arming the same deadline on every pass. A user timer may
+    /// so fire up to that much late, never early.
+    fn arm_latency_timer(&self, lat_ring: &mut SleepableRing, d: Duration) {
+        let now = Instant::now();
+        let needed = now + d;
+        if Self::pending(&self.latency_preemption_timeout_src)
+            && self
+                .latency_preemption_deadline
+                .get()
+                .is_some_and(|at| at <= needed + LATENCY_TIMER_SLACK)
+        {
+            return;
+        }
+        // Dropping a pending source queues its cancellation; it goes out with the new
+        // timer in one submission (a timer has no fd that a later open could reuse,
+        // the race that makes glommio flush cancellations on their own).
+        drop(self.latency_preemption_timeout_src.take());
+        self.latency_preemption_timeout_src
+            .set(Some(lat_ring.prepare_latency_preemption_timer(d)));
+        self.latency_preemption_deadline.set(Some(needed));
+        let queue = lat_ring.submission_queue();
+        let mut queue = queue.borrow_mut();
+        while let Some(cancel) = queue.cancellations.pop_back() {
+            queue.submissions.push_front(cancel);
+        }
     }
 
     pub(crate) fn preempt_pointers(&self) -> (*const u32, *const u32) {
@@ -2034,6 +2102,44 @@ mod tests {
     use std::time::Instant;
 
     use super::*;
+
+    /// sluice: the latency timer is kept across passes while it fires in time, armed
+    /// again when a sooner deadline is needed or once it has fired.
+    #[test]
+    fn sluice_latency_timer_is_kept_while_it_fires_in_time() {
+        let notifier = sys::new_sleep_notifier().unwrap();
+        let pool = BlockingThreadPool::new(PoolPlacement::Unbound(1), notifier.clone()).unwrap();
+        let reactor = Reactor::new(notifier, 0, 128, pool).unwrap();
+        let preempt = || Some(Duration::from_secs(10));
+        let deadline = |r: &Reactor| r.latency_preemption_deadline.get().unwrap();
+
+        // A pass that runs tasks arms a preemption timer.
+        reactor.wait(preempt, None, 0, || 0).unwrap();
+        assert!(Reactor::pending(&reactor.latency_preemption_timeout_src));
+        let first = deadline(&reactor);
+
+        // The next passes keep it (a later user timer needs nothing sooner).
+        reactor.wait(preempt, None, 0, || 0).unwrap();
+        reactor.wait(preempt, Some(Duration::from_secs(60)), 0, || 0).unwrap();
+        assert_eq!(deadline(&reactor), first, "a timer that fires in time was armed again");
+        assert!(Reactor::pending(&reactor.latency_preemption_timeout_src));
+
+        // A user timer due sooner than it needs a new one.
+        reactor.wait(preempt, Some(Duration::from_millis(20)), 0, || 0).unwrap();
+        let second = deadline(&reactor);
+        assert!(second < first, "a user timer due in 20 ms kept a timer due in 10 s");
+
+        // Once it has fired and been collected, the next pass arms a new one (for the
+        // preemption: 10 s).
+        let start = Instant::now();
+        while deadline(&reactor) == second {
+            assert!(start.elapsed() < Duration::from_secs(30), "the 20 ms timer never fired");
+            std::thread::sleep(Duration::from_millis(5));
+            reactor.wait(preempt, None, 0, || 0).unwrap();
+        }
+        assert!(Reactor::pending(&reactor.latency_preemption_timeout_src));
+        assert!(deadline(&reactor) > second + Duration::from_secs(5));
+    }
 
     #[test]
     fn timeout_smoke_test() {
