@@ -391,8 +391,9 @@ impl Driver {
                 let inbox = self.inbox.clone();
                 let read_size = self.read_size;
                 let max_frame = self.settings().max_frame_size as usize;
-                // Let go of a large buffer once it is drained.
-                self.engine.release_read_buffer_if_idle(2 * READ_MAX);
+                // Let go of a large buffer once it is drained (a busy connection's
+                // buffer holds up to ROOM_READS rooms of READ_MAX plus a partial frame).
+                self.engine.release_read_buffer_if_idle((sluice_proto::frame::ROOM_READS + 1) * READ_MAX);
                 let len = self.engine.buffered_input().len();
                 // What the engine left unprocessed is at most a partial frame, unless it
                 // takes no input at all for now (waiting for an authentication verdict,
