@@ -78,7 +78,8 @@ impl std::error::Error for FrameError {}
 ///
 /// Frames leave from the front (`split_to`), which takes their bytes out of the
 /// buffer's capacity. When the room no longer fits, the buffer is reclaimed or moved
-/// with room for [`ROOM_READS`] reads, so the rooms that follow zero only the bytes
+/// with room for [`ROOM_READS`] reads (rooms of [`ROOM_SPARE_MIN`] and more), so the
+/// rooms that follow zero only the bytes
 /// consumed since: zeroing costs about `1 + 1 / (ROOM_READS - 1)` bytes per byte
 /// received, not a whole room per read (which a buffer sized for one read cost).
 #[derive(Debug)]
@@ -91,6 +92,11 @@ pub struct Deframer {
 
 /// How many reads' worth of room the buffer gets when it has to be reclaimed or moved.
 pub const ROOM_READS: usize = 2;
+
+/// Rooms smaller than this get room for one read only: zeroing them again costs less
+/// than the read itself, and an idle connection (the broker's 4 KiB room) keeps the
+/// smallest buffer.
+pub const ROOM_SPARE_MIN: usize = 16 * 1024;
 
 impl Deframer {
     /// A deframer that accepts frames up to `max_frame_size` bytes.
@@ -126,7 +132,8 @@ impl Deframer {
                 // The buffer moves (or is reclaimed): carry only the received bytes
                 // over, not the room, which would be copied just to be overwritten.
                 self.buf.truncate(self.filled);
-                self.buf.reserve(n.saturating_mul(ROOM_READS));
+                let reads = if n >= ROOM_SPARE_MIN { ROOM_READS } else { 1 };
+                self.buf.reserve(n.saturating_mul(reads));
             }
             self.zeroed += (want - self.buf.len()) as u64;
             self.buf.resize(want, 0);
@@ -389,6 +396,21 @@ mod tests {
                 "holding frames: {hold_frames}: zeroed {} bytes for {received} received (bound {bound})",
                 de.zeroed_bytes()
             );
+        }
+    }
+
+    /// Small rooms (an idle connection's) get no spare room: the buffer stays one room.
+    #[test]
+    fn a_small_room_gets_no_spare_room() {
+        let wire = flow_frames(1);
+        let mut de = Deframer::new(u32::MAX);
+        for _ in 0..100 {
+            receive(&mut de, &wire, wire.len(), 4096);
+            assert!(de.next_frame().unwrap().is_some());
+            let _ = de.read_space(4096);
+            // Nothing is buffered here: the capacity is the room and at most the one
+            // frame consumed since it was given.
+            assert!(de.buf.capacity() <= 4096 + wire.len(), "capacity {} for a 4 KiB room", de.buf.capacity());
         }
     }
 
