@@ -364,9 +364,13 @@ async fn shard_main(
             glommio::spawn_local(crate::store::commit_loop(
                 j,
                 writer,
-                move |m| {
+                move |acks| {
+                    // One clock read per commit (it was one per ack: 1.3 % of the
+                    // broker's samples with durable queues).
                     s2.refresh_clock();
-                    s2.route(m)
+                    for m in acks {
+                        s2.route(m);
+                    }
                 },
                 health.clone(),
             ))

@@ -570,7 +570,15 @@ impl Health {
 /// The group-commit loop of one log: whenever records or acks are pending, write
 /// them all, fdatasync once, then release the acks. On failure, reject what was
 /// waiting (never `accepted` for what is not stored) and retry every second.
-pub async fn commit_loop(journal: Rc<RefCell<Journal>>, mut writer: Writer, route: impl Fn(ShardMsg), health: Health) {
+///
+/// `release` gets the acks of one commit together (the shard reads its clock once
+/// for them, not once per ack).
+pub async fn commit_loop(
+    journal: Rc<RefCell<Journal>>,
+    mut writer: Writer,
+    release: impl Fn(Vec<ShardMsg>),
+    health: Health,
+) {
     loop {
         futures_lite::future::poll_fn(|cx| {
             let mut j = journal.borrow_mut();
@@ -615,9 +623,7 @@ pub async fn commit_loop(journal: Rc<RefCell<Journal>>, mut writer: Writer, rout
                     s.fsync_buckets[b] += 1;
                 }
                 health.set(true);
-                for m in acks {
-                    route(m);
-                }
+                release(acks);
                 let gone = journal.borrow_mut().reclaimable();
                 for seg in gone {
                     writer.remove(seg);
@@ -634,9 +640,7 @@ pub async fn commit_loop(journal: Rc<RefCell<Journal>>, mut writer: Writer, rout
                     j.stats.errors += 1;
                 }
                 health.set(false);
-                for m in acks {
-                    route(reject(m));
-                }
+                release(acks.into_iter().map(reject).collect());
                 // Whatever reached the file after the last good commit is cut off and
                 // the log continues in a fresh segment, so a torn region never ends
                 // up in the middle of the log.
