@@ -14,6 +14,7 @@
 mod error;
 mod serial;
 mod transmit;
+mod unsettled;
 
 pub use error::{ProtocolError, Scope, UsageError};
 pub use serial::{effective_credit, SerialNumber};
@@ -344,9 +345,9 @@ struct Session {
     /// Local handles in use.
     local_handles: Vec<Option<LinkId>>,
     /// Our unsettled outgoing deliveries: delivery-id -> link.
-    out_unsettled: HashMap<u32, LinkId>,
+    out_unsettled: unsettled::Unsettled,
     /// Unsettled incoming deliveries: delivery-id -> link.
-    in_unsettled: HashMap<u32, LinkId>,
+    in_unsettled: unsettled::Unsettled,
     /// Frames of one delivery that did not fit the peer's incoming window yet;
     /// written as the window opens. At most one delivery waits here.
     blocked: VecDeque<(Transfer, Bytes)>,
@@ -998,8 +999,8 @@ impl Connection {
             next_delivery_id: 0,
             by_remote_handle: HashMap::default(),
             local_handles: Vec::new(),
-            out_unsettled: HashMap::default(),
-            in_unsettled: HashMap::default(),
+            out_unsettled: Default::default(),
+            in_unsettled: Default::default(),
             blocked: VecDeque::new(),
         }
     }
@@ -1331,7 +1332,7 @@ impl Connection {
         if d.last() == d.first {
             // One delivery (the common case): no list of hits.
             let id = d.first;
-            let link = if settled { map.remove(&id) } else { map.get(&id).copied() };
+            let link = if settled { map.remove(id) } else { map.get(id) };
             if let Some(link) = link {
                 self.events.push_back(Event::Disposition { link, delivery_id: id, settled, state: d.state });
             }
@@ -1345,16 +1346,16 @@ impl Connection {
             (0..span as u32)
                 .filter_map(|i| {
                     let id = d.first.wrapping_add(i);
-                    map.get(&id).map(|l| (id, *l))
+                    map.get(id).map(|l| (id, l))
                 })
                 .collect()
         } else {
-            map.iter().filter(|(id, _)| SerialNumber(**id).in_range(first, last)).map(|(id, l)| (*id, *l)).collect()
+            map.iter().filter(|(id, _)| SerialNumber(*id).in_range(first, last)).collect()
         };
         hits.sort_by_key(|h| SerialNumber(h.0).diff(first));
         if settled {
             for (id, _) in &hits {
-                map.remove(id);
+                map.remove(*id);
             }
         }
         for (delivery_id, link) in hits {
@@ -1653,8 +1654,8 @@ impl Connection {
         }
         // Deliveries of this link are no longer tracked by the session.
         if let Some(s) = self.session_mut(ch) {
-            s.out_unsettled.retain(|_, l| *l != id);
-            s.in_unsettled.retain(|_, l| *l != id);
+            s.out_unsettled.retain(|l| l != id);
+            s.in_unsettled.retain(|l| l != id);
             if let Some(h) = handle {
                 s.blocked.retain(|(t, _)| t.handle != h);
             }
@@ -1684,8 +1685,8 @@ impl Connection {
                     *slot = None;
                 }
             }
-            s.out_unsettled.retain(|_, l| *l != id);
-            s.in_unsettled.retain(|_, l| *l != id);
+            s.out_unsettled.retain(|l| l != id);
+            s.in_unsettled.retain(|l| l != id);
         }
     }
 
@@ -1923,8 +1924,8 @@ impl Connection {
         let Some(s) = self.session_mut(ch) else { return };
         if settled {
             match role {
-                Role::Receiver => s.in_unsettled.remove(&delivery_id),
-                Role::Sender => s.out_unsettled.remove(&delivery_id),
+                Role::Receiver => s.in_unsettled.remove(delivery_id),
+                Role::Sender => s.out_unsettled.remove(delivery_id),
             };
         }
         if let Some((pch, p)) = &mut self.pending_disposition {
