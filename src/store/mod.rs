@@ -44,6 +44,8 @@ pub const RECORD_HEAD: usize = 10;
 /// Largest record body accepted when reading (a message is at most 100 MiB by
 /// default; the setting may raise it, this bounds what a corrupt length can ask for).
 pub const MAX_RECORD: usize = 1 << 31;
+/// Largest buffer kept from one commit for the next.
+pub const SPARE_MAX: usize = 8 * 1024 * 1024;
 /// A segment is closed once it holds this many bytes.
 pub const SEGMENT_BYTES: u64 = 64 * 1024 * 1024;
 /// fsync latency histogram bucket bounds, seconds.
@@ -178,6 +180,10 @@ pub struct Journal {
     /// Pending batches: (segment id, encoded records, record count).
     batches: VecDeque<Batch>,
     acks: Vec<ShardMsg>,
+    /// Buffers of written batches and a drained ack list, kept for the next commits
+    /// (a fresh buffer per commit grew by doubling into new, unmapped memory every time).
+    spare_data: Vec<Vec<u8>>,
+    spare_acks: Vec<ShardMsg>,
     active: u64,
     active_bytes: u64,
     /// Live references per segment (queue messages, events).
@@ -207,6 +213,8 @@ impl Journal {
             enabled: false,
             batches: VecDeque::new(),
             acks: Vec::new(),
+            spare_data: Vec::new(),
+            spare_acks: Vec::new(),
             active: 0,
             active_bytes: 0,
             live: BTreeMap::new(),
@@ -279,7 +287,8 @@ impl Journal {
         self.active += 1;
         self.active_bytes = 0;
         self.live.entry(self.active).or_insert(0);
-        self.batches.push_back((self.active, Vec::new(), 0));
+        let buf = self.spare_data.pop().unwrap_or_default();
+        self.batches.push_back((self.active, buf, 0));
         self.write_snapshot();
     }
 
@@ -422,9 +431,29 @@ impl Journal {
         }
         let mut out: Vec<_> = self.batches.drain(..).collect();
         // Keep an open batch for the active segment.
-        self.batches.push_back((self.active, Vec::new(), 0));
+        let buf = self.spare_data.pop().unwrap_or_default();
+        self.batches.push_back((self.active, buf, 0));
         out.retain(|b| !b.1.is_empty() || b.0 == self.active);
-        (out, std::mem::take(&mut self.acks))
+        let acks = std::mem::replace(&mut self.acks, std::mem::take(&mut self.spare_acks));
+        (out, acks)
+    }
+
+    /// Keep the buffers of a finished commit for the next ones: at most two batch
+    /// buffers of at most [`SPARE_MAX`] bytes, so a burst's memory is not held.
+    fn recycle(&mut self, batches: Vec<Batch>, mut acks: Vec<ShardMsg>) {
+        for (_, mut data, _) in batches {
+            if self.spare_data.len() < 2 && data.capacity() <= SPARE_MAX {
+                data.clear();
+                self.spare_data.push(data);
+            }
+        }
+        debug_assert!(acks.is_empty(), "acks recycled before they were released");
+        acks.clear();
+        if acks.capacity() * std::mem::size_of::<ShardMsg>() <= SPARE_MAX
+            && acks.capacity() > self.spare_acks.capacity()
+        {
+            self.spare_acks = acks;
+        }
     }
 
     /// Segments that can be deleted: the oldest ones with nothing live, never the active one.
@@ -438,6 +467,19 @@ impl Journal {
             v.push(seg);
         }
         v
+    }
+}
+
+/// `tail` becomes the last `keep` bytes of `tail` followed by `data` (`keep` is at
+/// most their joint length), without joining the two.
+fn keep_last(tail: &mut Vec<u8>, data: &[u8], keep: usize) {
+    if keep <= data.len() {
+        tail.clear();
+        tail.extend_from_slice(&data[data.len() - keep..]);
+    } else {
+        let from_tail = (keep - data.len()).min(tail.len());
+        tail.drain(..tail.len() - from_tail);
+        tail.extend_from_slice(data);
     }
 }
 
@@ -508,16 +550,10 @@ impl Writer {
             return Err(std::io::Error::other("short write"));
         }
         self.pos += data.len() as u64;
-        // Keep the bytes of the last partial block for the next commit.
+        // Keep the bytes of the last partial block (the last `keep` bytes of tail +
+        // data) for the next commit, without joining the two.
         let keep = (self.pos % align) as usize;
-        let mut new_tail = Vec::with_capacity(keep);
-        let all_end = self.tail.len() + data.len();
-        if keep > 0 {
-            let mut joined = std::mem::take(&mut self.tail);
-            joined.extend_from_slice(data);
-            new_tail.extend_from_slice(&joined[all_end - keep..]);
-        }
-        self.tail = new_tail;
+        keep_last(&mut self.tail, data, keep);
         self.sizes.insert(seg, self.pos);
         Ok(())
     }
@@ -571,12 +607,12 @@ impl Health {
 /// them all, fdatasync once, then release the acks. On failure, reject what was
 /// waiting (never `accepted` for what is not stored) and retry every second.
 ///
-/// `release` gets the acks of one commit together (the shard reads its clock once
-/// for them, not once per ack).
+/// `release` gets the acks of one commit together and drains them (the shard reads
+/// its clock once for them, not once per ack).
 pub async fn commit_loop(
     journal: Rc<RefCell<Journal>>,
     mut writer: Writer,
-    release: impl Fn(Vec<ShardMsg>),
+    release: impl Fn(&mut Vec<ShardMsg>),
     health: Health,
 ) {
     loop {
@@ -590,7 +626,7 @@ pub async fn commit_loop(
             }
         })
         .await;
-        let (batches, acks) = journal.borrow_mut().take();
+        let (batches, mut acks) = journal.borrow_mut().take();
         let records: u64 = batches.iter().map(|b| b.2).sum();
         let bytes: u64 = batches.iter().map(|b| b.1.len() as u64).sum();
         let mut result = Ok(());
@@ -623,7 +659,7 @@ pub async fn commit_loop(
                     s.fsync_buckets[b] += 1;
                 }
                 health.set(true);
-                release(acks);
+                release(&mut acks);
                 let gone = journal.borrow_mut().reclaimable();
                 for seg in gone {
                     writer.remove(seg);
@@ -640,15 +676,19 @@ pub async fn commit_loop(
                     j.stats.errors += 1;
                 }
                 health.set(false);
-                release(acks.into_iter().map(reject).collect());
+                let mut rejected: Vec<ShardMsg> = acks.drain(..).map(reject).collect();
+                release(&mut rejected);
                 // Whatever reached the file after the last good commit is cut off and
                 // the log continues in a fresh segment, so a torn region never ends
                 // up in the middle of the log.
                 writer.abandon().await;
                 journal.borrow_mut().roll();
+                journal.borrow_mut().recycle(batches, acks);
                 glommio::timer::sleep(Duration::from_secs(1)).await;
+                continue;
             }
         }
+        journal.borrow_mut().recycle(batches, acks);
     }
 }
 
@@ -669,6 +709,23 @@ fn glommio_err(e: glommio::GlommioError<()>) -> std::io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kept tail is the last bytes of tail + data, for data shorter and longer
+    /// than what is kept.
+    #[test]
+    fn keep_last_is_the_end_of_tail_and_data() {
+        for tail_len in [0usize, 1, 100, 511] {
+            for data_len in [0usize, 1, 50, 511, 512, 700, 5000] {
+                let tail: Vec<u8> = (0..tail_len).map(|i| i as u8).collect();
+                let data: Vec<u8> = (0..data_len).map(|i| (i * 7 + 3) as u8).collect();
+                let joined: Vec<u8> = tail.iter().chain(data.iter()).copied().collect();
+                let keep = joined.len() % 512;
+                let mut t = tail.clone();
+                keep_last(&mut t, &data, keep);
+                assert_eq!(t, joined[joined.len() - keep..], "tail {tail_len}, data {data_len}");
+            }
+        }
+    }
 
     fn marks(j: &mut Journal, n: u32) {
         let name = "n".repeat(250);
