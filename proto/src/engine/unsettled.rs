@@ -67,6 +67,8 @@ impl Unsettled {
             }
             if self.in_window == 0 {
                 // (Then the window is empty too: its first slot is always occupied.)
+                debug_assert!(self.slots.is_empty());
+                self.slots.clear();
                 self.base = id;
                 self.slots.push_back(link.0);
                 self.in_window = 1;
