@@ -644,6 +644,7 @@ pub async fn commit_loop(
             result = writer.sync().await;
         }
         let took = started.elapsed();
+        let failed = result.is_err();
         match result {
             Ok(()) => {
                 {
@@ -683,12 +684,12 @@ pub async fn commit_loop(
                 // up in the middle of the log.
                 writer.abandon().await;
                 journal.borrow_mut().roll();
-                journal.borrow_mut().recycle(batches, acks);
-                glommio::timer::sleep(Duration::from_secs(1)).await;
-                continue;
             }
         }
         journal.borrow_mut().recycle(batches, acks);
+        if failed {
+            glommio::timer::sleep(Duration::from_secs(1)).await;
+        }
     }
 }
 
