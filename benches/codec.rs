@@ -11,9 +11,11 @@
 //!   settled, state accepted.
 //! * `transfer_encode`: a TRANSFER (handle, delivery-id, 8-byte delivery-tag,
 //!   message-format, settled = false) followed by a message made of one 100-byte
-//!   data section: the message is encoded into a reused scratch buffer, then the
-//!   frame (8-byte header, performative, message as payload) into a reused frame
-//!   buffer.
+//!   data section, written as one frame (8-byte header, performative, message as
+//!   payload) into a reused frame buffer. sluice encodes the message in place as
+//!   the payload (`write_frame_with`, the path of `Connection::send_message`);
+//!   fe2o3 serializes it into a reused scratch buffer and appends that (serde_amqp
+//!   has no way to write a message behind a performative it is serializing).
 //! * `transfer_decode`: frame body (after the 8-byte header) -> performative and
 //!   payload slice, then the message sections.
 //! * `transfer_roundtrip`: `transfer_encode` followed by `transfer_decode` of the
@@ -55,7 +57,7 @@ use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Thro
 use serde_amqp::serde::{Deserialize, Serialize};
 
 use sluice_proto::codec::Encode;
-use sluice_proto::frame::{write_frame, RawFrame, FRAME_TYPE_AMQP};
+use sluice_proto::frame::{write_frame, write_frame_with, RawFrame, FRAME_TYPE_AMQP};
 use sluice_proto::types as sl;
 
 use fe2o3_amqp_types::definitions as fd;
@@ -172,12 +174,12 @@ fn fe_message() -> FeMessage {
 // ---------------------------------------------------------------------------
 // Frame writing and reading, per implementation.
 
-/// sluice: the whole TRANSFER frame (message encoded to `scratch`, then the frame).
+/// sluice: the whole TRANSFER frame, the message encoded in place as its payload
+/// (what the engine's `Connection::send_message` does through
+/// `Transmit::transfer_frame_message`).
 #[inline(always)]
-fn sl_encode_transfer(out: &mut BytesMut, scratch: &mut BytesMut, perf: &sl::Transfer, msg: &sl::Message) {
-    scratch.clear();
-    msg.encode(scratch);
-    write_frame(out, FRAME_TYPE_AMQP, CHANNEL, perf, scratch);
+fn sl_encode_transfer(out: &mut BytesMut, perf: &sl::Transfer, msg: &sl::Message) {
+    write_frame_with(out, FRAME_TYPE_AMQP, CHANNEL, perf, msg.body_len(), |out| msg.encode(out));
 }
 
 fn raw_frame(body: Bytes) -> RawFrame {
@@ -301,8 +303,9 @@ fn cross_check() {
     eprintln!("DISPOSITION frame: sluice {} B, fe2o3 {} B", a.len(), b.len());
 
     // TRANSFER
-    let (mut a, mut sa) = (BytesMut::new(), BytesMut::new());
-    sl_encode_transfer(&mut a, &mut sa, &sl_transfer(), &sl_message());
+    let mut a = BytesMut::new();
+    sl_encode_transfer(&mut a, &sl_transfer(), &sl_message());
+    let sa = sl_message().to_bytes();
     let (mut b, mut sb) = (BytesMut::new(), BytesMut::new());
     fe_encode_transfer(&mut b, &mut sb, &fe_transfer(), &fe_message());
     assert_eq!(sa, sb, "the two message encodings differ");
@@ -423,10 +426,9 @@ fn transfer(c: &mut Criterion) {
     let mut g = group(c, "transfer_encode");
     g.bench_function("sluice", |bch| {
         let mut out = BytesMut::with_capacity(4096);
-        let mut scratch = BytesMut::with_capacity(4096);
         bch.iter(|| {
             out.clear();
-            sl_encode_transfer(&mut out, &mut scratch, black_box(&sl_perf), black_box(&sl_msg));
+            sl_encode_transfer(&mut out, black_box(&sl_perf), black_box(&sl_msg));
             black_box(&out);
         })
     });
@@ -443,10 +445,9 @@ fn transfer(c: &mut Criterion) {
 
     // Decode from the sluice-encoded frame (the encodings are cross-checked above).
     let mut frame = BytesMut::new();
-    let mut scratch = BytesMut::new();
-    sl_encode_transfer(&mut frame, &mut scratch, &sl_perf, &sl_msg);
+    sl_encode_transfer(&mut frame, &sl_perf, &sl_msg);
     let body = frame.freeze().slice(8..);
-    let payload_at = body.len() - scratch.len();
+    let payload_at = body.len() - sl_msg.to_bytes().len();
     let raw = raw_frame(body.clone());
     let mut g = group(c, "transfer_decode");
     // The frame is cloned (one reference count) because decoding consumes it.
@@ -464,11 +465,10 @@ fn transfer(c: &mut Criterion) {
     let mut g = group(c, "transfer_roundtrip");
     g.bench_function("sluice", |bch| {
         let mut out = BytesMut::with_capacity(4096);
-        let mut scratch = BytesMut::with_capacity(4096);
         let mut t = sl::Transfer::default();
         bch.iter(|| {
             out.clear();
-            sl_encode_transfer(&mut out, &mut scratch, black_box(&sl_perf), black_box(&sl_msg));
+            sl_encode_transfer(&mut out, black_box(&sl_perf), black_box(&sl_msg));
             // The written frame becomes a `Bytes` without copying, its header
             // stepped over as the deframer does; its memory is reclaimed by `out`
             // on the next iteration once the frame is dropped.

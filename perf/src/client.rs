@@ -274,6 +274,14 @@ impl Client {
         Ok(id)
     }
 
+    /// Send one message, encoded straight into the connection's output buffer (no
+    /// encoded copy of its own; see `Connection::send_message`).
+    pub fn send_message(&mut self, link: LinkId, msg: &sluice_proto::types::Message, settled: bool) -> io::Result<u32> {
+        let tag = DeliveryTag::from_u64(self.next_tag);
+        self.next_tag += 1;
+        self.conn.send_message(link, tag, msg, settled).map_err(io::Error::other)
+    }
+
     /// Wait until the link has credit.
     pub fn wait_credit(&mut self, link: LinkId) -> io::Result<u32> {
         let deadline = Instant::now() + WAIT;

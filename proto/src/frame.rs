@@ -291,15 +291,33 @@ impl RawFrame {
 /// Append one frame: header, `body` encoded, then `payload`.
 #[inline]
 pub fn write_frame<T: Encode + ?Sized>(out: &mut BytesMut, frame_type: u8, channel: u16, body: &T, payload: &[u8]) {
+    write_frame_with(out, frame_type, channel, body, payload.len(), |out| out.put_slice(payload));
+}
+
+/// Append one frame whose payload `payload` writes straight into `out` after the
+/// encoded `body` (a message encoded in place, with no buffer of its own to copy
+/// from); `size_hint` is the payload's expected size, reserved together with the
+/// header and the performative. Returns the payload's length.
+#[inline(always)]
+pub fn write_frame_with<T: Encode + ?Sized>(
+    out: &mut BytesMut,
+    frame_type: u8,
+    channel: u16,
+    body: &T,
+    size_hint: usize,
+    payload: impl FnOnce(&mut BytesMut),
+) -> usize {
     let at = out.len();
     // Room for the header, a hot performative and the payload: one capacity check.
-    out.reserve(8 + 80 + payload.len());
-    let [c0, c1] = channel.to_be_bytes();
-    out.put_slice(&[0, 0, 0, 0, 2, frame_type, c0, c1]);
+    out.reserve(8 + 80 + size_hint);
+    // The header as one 8-byte store: size (patched below), doff 2, type, channel.
+    out.put_u64((2u64 << 24) | (u64::from(frame_type) << 16) | u64::from(channel));
     body.encode(out);
-    out.put_slice(payload);
-    let size = (out.len() - at) as u32;
-    out[at..at + 4].copy_from_slice(&size.to_be_bytes());
+    let start = out.len();
+    payload(out);
+    let end = out.len();
+    out[at..at + 4].copy_from_slice(&((end - at) as u32).to_be_bytes());
+    end - start
 }
 
 /// Append an empty (heartbeat) frame.

@@ -3,8 +3,9 @@
 
 use super::*;
 use crate::codec::Decode;
+use crate::codec::Value;
 use crate::frame::{write_frame, Deframer};
-use crate::types::{Accepted, AttachTarget, Source, Target};
+use crate::types::{Accepted, AttachTarget, Body, Header, Source, Target};
 
 struct Pair {
     client: Connection,
@@ -900,6 +901,77 @@ fn send_ref_writes_what_send_writes() {
         }
     }
     assert_eq!(by_ref.client.link_credit(cr), 100 - 2 * sizes.len() as u32);
+}
+
+/// `send_message` puts the same frames on the wire as `send` of the message's
+/// encoding, for every shape: data bodies of every size class (the in-place
+/// one-section head, vbin32, larger than a frame), other bodies, and a small body
+/// whose other sections make the encoding larger than a frame (encoded in place,
+/// then taken back and split).
+#[test]
+fn send_message_writes_what_send_writes() {
+    let setup = || {
+        let mut server = Config::server("s");
+        server.max_frame_size = 4096;
+        let mut p = Pair::new(Config::client("c"), server);
+        drain(&mut p.client);
+        drain(&mut p.server);
+        let (_, c, s) = p.link(Role::Sender, "l");
+        p.server.grant_credit(s, 100, false).unwrap();
+        p.pump();
+        drain(&mut p.client);
+        drain(&mut p.server);
+        (p, c)
+    };
+    let data = |n: usize| Message {
+        body: Body::Data((0..n).map(|b| (b * 7 % 253) as u8).collect::<Vec<_>>().into()),
+        ..Default::default()
+    };
+    let big_props =
+        Message { application_properties: Some(vec![("k".into(), Value::String("v".repeat(5000)))]), ..data(100) };
+    let with_header = Message { header: Some(Header { durable: Some(true), ..Default::default() }), ..data(100) };
+    let messages = vec![
+        Message::default(),
+        data(0),
+        data(100),
+        data(255),
+        data(256),
+        data(4000),
+        data(10_000),
+        Message { body: Body::Value(Value::String("hello".into())), ..Default::default() },
+        with_header,
+        big_props,
+    ];
+    let (mut by_bytes, cb) = setup();
+    let (mut in_place, cm) = setup();
+    for (i, msg) in messages.iter().enumerate() {
+        for settled in [true, false] {
+            let tag = DeliveryTag::from_u64(i as u64 * 2 + settled as u64);
+            let encoded = msg.to_bytes().freeze();
+            let a = by_bytes.client.send(cb, tag.clone(), encoded.clone(), settled).unwrap();
+            let b = in_place.client.send_message(cm, tag, msg, settled).unwrap();
+            assert_eq!(a, b, "delivery-id, message {i}");
+            let wa = collect_out(&mut by_bytes.client);
+            let wb = collect_out(&mut in_place.client);
+            assert_eq!(wa, wb, "wire bytes, message {i}, settled {settled}");
+            assert_eq!(frames_of(&wb).len(), encoded.len().div_ceil(4096 - TRANSFER_OVERHEAD).max(1), "message {i}");
+            in_place.server.handle_input(&wb, 0);
+            let ev = drain(&mut in_place.server);
+            let d = deliveries(&ev);
+            assert_eq!(d.len(), 1, "message {i}: {ev:?}");
+            assert_eq!(d[0].payload, encoded);
+            assert_eq!(d[0].settled, settled);
+        }
+    }
+    assert_eq!(in_place.client.link_credit(cm), 100 - 2 * messages.len() as u32);
+    // Refused as `send` refuses: no credit left, nothing written.
+    let (mut p, c) = setup();
+    for i in 0..100 {
+        p.client.send_message(c, DeliveryTag::from_u64(i), &messages[2], true).unwrap();
+    }
+    drop(collect_out(&mut p.client));
+    assert_eq!(p.client.send_message(c, DeliveryTag::from_u64(100), &messages[2], true), Err(UsageError::NoCredit));
+    assert!(collect_out(&mut p.client).is_empty());
 }
 
 /// Without credit, or with the peer's session window shut, `send_ref` refuses as

@@ -3,8 +3,8 @@
 //! queued as its own chunk that shares the caller's memory.
 
 use crate::codec::Encode;
-use crate::frame::{write_frame, FRAME_TYPE_AMQP};
-use crate::types::Transfer;
+use crate::frame::{write_frame, write_frame_with, FRAME_TYPE_AMQP};
+use crate::types::{Message, Transfer};
 use bytes::{BufMut, Bytes, BytesMut};
 use std::collections::VecDeque;
 
@@ -56,6 +56,26 @@ impl Transmit {
     #[inline]
     pub fn transfer_frame_copied(&mut self, channel: u16, t: &Transfer, payload: &[u8]) {
         write_frame(&mut self.buf, FRAME_TYPE_AMQP, channel, &TransferRef(t), payload);
+    }
+
+    /// Queue one TRANSFER frame with `msg` encoded straight into the buffer as its
+    /// payload; returns the payload's length and where the frame starts, for
+    /// [`Self::take_back`].
+    #[inline]
+    pub fn transfer_frame_message(&mut self, channel: u16, t: &Transfer, msg: &Message) -> (usize, usize) {
+        let at = self.buf.len();
+        let n = write_frame_with(&mut self.buf, FRAME_TYPE_AMQP, channel, &TransferRef(t), msg.body_len(), |out| {
+            msg.encode(out)
+        });
+        (at, n)
+    }
+
+    /// Remove the last frame, which starts at `at` and ends with a payload of `len`
+    /// bytes, and return a copy of that payload.
+    pub fn take_back(&mut self, at: usize, len: usize) -> Bytes {
+        let payload = Bytes::copy_from_slice(&self.buf[self.buf.len() - len..]);
+        self.buf.truncate(at);
+        payload
     }
 
     /// The next chunk to write.
