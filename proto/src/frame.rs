@@ -311,7 +311,10 @@ pub fn write_frame_with<T: Encode + ?Sized>(
     // Room for the header, a hot performative and the payload: one capacity check.
     out.reserve(8 + 80 + size_hint);
     // The header as one 8-byte store: size (patched below), doff 2, type, channel.
-    out.put_u64((2u64 << 24) | (u64::from(frame_type) << 16) | u64::from(channel));
+    // (A constant-size zero fill is inlined; `put_u64` was an out-of-line `memcpy`.)
+    out.put_slice(&[0u8; 8]);
+    let header = (2u64 << 24) | (u64::from(frame_type) << 16) | u64::from(channel);
+    out[at..at + 8].copy_from_slice(&header.to_be_bytes());
     body.encode(out);
     let start = out.len();
     payload(out);

@@ -387,7 +387,8 @@ impl Encode for Message {
                 // stall: most of the `memcpy` samples of the codec bench's round trip).
                 out.reserve(8 + b.len());
                 let at = out.len();
-                out.put_u64(u64::from_be_bytes([
+                out.put_slice(&[0u8; 8]);
+                out[at..at + 8].copy_from_slice(&[
                     crate::codec::format::DESCRIBED,
                     crate::codec::format::SMALLULONG,
                     section::DATA as u8,
@@ -396,7 +397,7 @@ impl Encode for Message {
                     0,
                     0,
                     0,
-                ]));
+                ]);
                 out.truncate(at + 5);
                 out.put_slice(b);
                 return;
