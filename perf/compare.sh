@@ -134,11 +134,13 @@ SLUICE_URL="amqp://127.0.0.1:$SLUICE_PORT"
 SLUICE_ARGS=(--host 127.0.0.1 --port "$SLUICE_PORT" --tls-port 0 --admin-addr "127.0.0.1:$SLUICE_ADMIN"
              --data-dir "$WORK/sluice-data" --max-connections 20000)
 [ -n "${SLUICE_SHARDS:-}" ] && SLUICE_ARGS+=(--shards "$SLUICE_SHARDS")
+# Arguments added for one scenario (e.g. in-memory queues).
+SLUICE_EXTRA=()
 # A fresh sluice per scenario too, for symmetry.
 start_sluice() {
     stop_sluice
     rm -rf "$WORK/sluice-data"
-    RUST_LOG=warn "$WORK/sluice" "${SLUICE_ARGS[@]}" >>"$WORK/sluice.log" 2>&1 &
+    RUST_LOG=warn "$WORK/sluice" "${SLUICE_ARGS[@]}" "${SLUICE_EXTRA[@]}" >>"$WORK/sluice.log" 2>&1 &
     SLUICE_PID=$!
     wait_port 127.0.0.1 "$SLUICE_PORT" 30 || { log "sluice did not open its port"; cat "$WORK/sluice.log" >&2; exit 1; }
 }
@@ -227,6 +229,11 @@ both fanout events --size 100 --credit 1000000 --subscribers 4 --count "$(n 1000
     -- --address 'events/cmp-fan-{run}' -- --address '/topic/cmp-fan-{run}'
 both queues queues --size 100 --credit 4096 --count "$(n 1000000)" \
     -- --address 'queues/cmp-{run}' -- --address '/queue/cmp-{run}'
+# The same queue scenario with sluice keeping queues in memory (`--durability memory`); its
+# RabbitMQ figure is the run above (classic queue, transient messages: RabbitMQ's in-memory path).
+SLUICE_EXTRA=(--durability memory)
+run queues-memory sluice queues --size 100 --credit 4096 --count "$(n 1000000)" --address 'queues/cmp-mem-{run}'
+SLUICE_EXTRA=()
 both events-store events-store --size 100 --credit 65536 --count "$(n 1000000)" \
     -- --address 'events-store/cmp-{run}' -- --address '/queue/cmp-es-{run}'
 both rpc rpc --size 100 --credit 1024 --inflight 256 --count "$(n 200000)" \
