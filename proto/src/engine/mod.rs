@@ -25,6 +25,7 @@ use crate::frame::{
     write_empty_frame, Deframer, RawFrame, AMQP_HEADER, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
 };
+use crate::types::fast::FirstTransfer;
 use crate::types::{
     condition, Attach, Begin, Close, DeliveryState, DeliveryTag, Detach, Disposition, End, Error, Flow, Message, Open,
     Performative, ReceiverSettleMode, Role, SaslFrame, SaslInit, SaslMechanisms, SaslOutcome, SenderSettleMode,
@@ -1803,11 +1804,11 @@ impl Connection {
         // `check_send` saw room in the peer's window and nothing blocked: the frame
         // leaves now, as the single-frame case of `send_checked` does.
         let delivery_id = self.start_delivery(id, ch, settled);
-        let t = first_transfer(handle, delivery_id, tag, 0, settled, false);
         if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
             s.remote_incoming_window -= 1;
             s.next_outgoing_id = s.next_outgoing_id.wrapping_add(1);
-            self.out.transfer_frame_copied(ch, &t, payload);
+            let t = FirstTransfer { handle, delivery_id, tag: &tag, message_format: 0, settled };
+            self.out.frame(FRAME_TYPE_AMQP, ch, &t, payload);
         }
         Ok(delivery_id)
     }

@@ -324,6 +324,19 @@ impl Room<'_> {
         }
     }
 
+    /// A delivery tag: all 32 bytes of its storage in one fixed-size copy (the room is
+    /// there: TRANSFER_MAX counts a 32-byte tag), then only its length counts; what
+    /// follows overwrites the rest.
+    #[inline(always)]
+    fn tag(&mut self, tag: &DeliveryTag) {
+        let len = tag.as_slice().len();
+        self.put(format::VBIN8);
+        self.put(len as u8);
+        self.b[self.n..self.n + 32].copy_from_slice(tag.padded());
+        self.n += len;
+        self.field(false);
+    }
+
     #[inline(always)]
     fn uint(&mut self, v: u32) {
         match v {
@@ -426,17 +439,7 @@ impl Encode for Transfer {
                 s.uint(self.handle);
                 s.opt_uint(self.delivery_id);
                 match &self.delivery_tag {
-                    Some(tag) => {
-                        // All 32 bytes of the tag's storage in one fixed-size copy (the room
-                        // is there: TRANSFER_MAX counts a 32-byte tag), then only its length
-                        // counts; what follows overwrites the rest.
-                        let len = tag.as_slice().len();
-                        s.put(format::VBIN8);
-                        s.put(len as u8);
-                        s.b[s.n..s.n + 32].copy_from_slice(tag.padded());
-                        s.n += len;
-                        s.field(false);
-                    }
+                    Some(tag) => s.tag(tag),
                     None => s.null(),
                 }
                 s.opt_uint(self.message_format);
@@ -462,6 +465,43 @@ impl Encode for Transfer {
         if !done {
             self.encode_general(out);
         }
+    }
+}
+
+/// The first (usually the only) TRANSFER of an outgoing delivery, encoded from its
+/// parts: the bytes of the `Transfer` with these fields and no others set (`more`
+/// false), without building one (its fields stored, then loaded back to encode, then
+/// its state dropped: about a tenth of the broker's samples on the events path).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FirstTransfer<'a> {
+    /// handle.
+    pub(crate) handle: u32,
+    /// delivery-id.
+    pub(crate) delivery_id: u32,
+    /// delivery-tag.
+    pub(crate) tag: &'a DeliveryTag,
+    /// message-format.
+    pub(crate) message_format: u32,
+    /// settled.
+    pub(crate) settled: bool,
+}
+
+impl Encode for FirstTransfer<'_> {
+    #[inline]
+    fn encode(&self, out: &mut BytesMut) {
+        encode_with::<TRANSFER_MAX>(
+            out,
+            Transfer::CODE as u8,
+            #[inline(always)]
+            |s| {
+                s.uint(self.handle);
+                s.uint(self.delivery_id);
+                s.tag(self.tag);
+                s.uint(self.message_format);
+                s.bool(self.settled);
+                true
+            },
+        );
     }
 }
 
@@ -598,6 +638,46 @@ mod tests {
 
     /// The one-pass encoders write exactly what the general encoder writes, for every
     /// field present or absent and every width of every uint.
+    #[test]
+    fn first_transfer_encodes_as_the_transfer_it_stands_for() {
+        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let uint = |r: u64| -> u32 {
+            match r % 4 {
+                0 => 0,
+                1 => (r >> 8) as u32 % 256,
+                2 => 256 + (r >> 8) as u32 % 1000,
+                _ => (r >> 16) as u32,
+            }
+        };
+        for _ in 0..20_000 {
+            let tag_len = (rand() % 33) as usize;
+            let bytes: Vec<u8> = (0..tag_len).map(|_| rand() as u8).collect();
+            let tag = DeliveryTag::from_prefix(&bytes, tag_len).unwrap();
+            let (handle, delivery_id, message_format, settled) =
+                (uint(rand()), uint(rand()), uint(rand()), rand() % 2 == 0);
+            let t = Transfer {
+                handle,
+                delivery_id: Some(delivery_id),
+                delivery_tag: Some(tag.clone()),
+                message_format: Some(message_format),
+                settled: Some(settled),
+                ..Default::default()
+            };
+            let (mut a, mut b, mut c) = (BytesMut::new(), BytesMut::new(), BytesMut::new());
+            FirstTransfer { handle, delivery_id, tag: &tag, message_format, settled }.encode(&mut a);
+            t.encode(&mut b);
+            t.encode_general(&mut c);
+            assert_eq!(a, b, "{t:?}");
+            assert_eq!(a, c, "{t:?}");
+        }
+    }
+
     #[test]
     fn fast_encoders_agree_with_the_general_encoder() {
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
