@@ -857,26 +857,29 @@ fn pipelined_frames_after_open_are_not_counted_as_pre_open_traffic() {
     assert_eq!(local_error(&drain(&mut s)), None);
 }
 
+/// A client with a sender link holding 100 credits, to a server whose frames are at
+/// most 4,096 bytes; both sides drained.
+fn sender_with_100_credits() -> (Pair, LinkId) {
+    let mut server = Config::server("s");
+    server.max_frame_size = 4096;
+    let mut p = Pair::new(Config::client("c"), server);
+    drain(&mut p.client);
+    drain(&mut p.server);
+    let (_, c, s) = p.link(Role::Sender, "l");
+    p.server.grant_credit(s, 100, false).unwrap();
+    p.pump();
+    drain(&mut p.client);
+    drain(&mut p.server);
+    (p, c)
+}
+
 /// `send_ref` puts the same frames on the wire as `send` for every payload shape
 /// (empty, small, just below and at the zero-copy threshold, several frames, settled
 /// or not), and keeps no reference to a payload it copied.
 #[test]
 fn send_ref_writes_what_send_writes() {
-    let setup = || {
-        let mut server = Config::server("s");
-        server.max_frame_size = 4096;
-        let mut p = Pair::new(Config::client("c"), server);
-        drain(&mut p.client);
-        drain(&mut p.server);
-        let (_, c, s) = p.link(Role::Sender, "l");
-        p.server.grant_credit(s, 100, false).unwrap();
-        p.pump();
-        drain(&mut p.client);
-        drain(&mut p.server);
-        (p, c)
-    };
-    let (mut by_value, cv) = setup();
-    let (mut by_ref, cr) = setup();
+    let (mut by_value, cv) = sender_with_100_credits();
+    let (mut by_ref, cr) = sender_with_100_credits();
     let sizes = [0usize, 1, 100, 4000, ZERO_COPY_THRESHOLD - 1, ZERO_COPY_THRESHOLD, 10_000];
     for (i, size) in sizes.into_iter().enumerate() {
         for settled in [true, false] {
@@ -910,19 +913,6 @@ fn send_ref_writes_what_send_writes() {
 /// then taken back and split).
 #[test]
 fn send_message_writes_what_send_writes() {
-    let setup = || {
-        let mut server = Config::server("s");
-        server.max_frame_size = 4096;
-        let mut p = Pair::new(Config::client("c"), server);
-        drain(&mut p.client);
-        drain(&mut p.server);
-        let (_, c, s) = p.link(Role::Sender, "l");
-        p.server.grant_credit(s, 100, false).unwrap();
-        p.pump();
-        drain(&mut p.client);
-        drain(&mut p.server);
-        (p, c)
-    };
     let data = |n: usize| Message {
         body: Body::Data((0..n).map(|b| (b * 7 % 253) as u8).collect::<Vec<_>>().into()),
         ..Default::default()
@@ -942,8 +932,8 @@ fn send_message_writes_what_send_writes() {
         with_header,
         big_props,
     ];
-    let (mut by_bytes, cb) = setup();
-    let (mut in_place, cm) = setup();
+    let (mut by_bytes, cb) = sender_with_100_credits();
+    let (mut in_place, cm) = sender_with_100_credits();
     for (i, msg) in messages.iter().enumerate() {
         for settled in [true, false] {
             let tag = DeliveryTag::from_u64(i as u64 * 2 + settled as u64);
@@ -965,7 +955,7 @@ fn send_message_writes_what_send_writes() {
     }
     assert_eq!(in_place.client.link_credit(cm), 100 - 2 * messages.len() as u32);
     // Refused as `send` refuses: no credit left, nothing written.
-    let (mut p, c) = setup();
+    let (mut p, c) = sender_with_100_credits();
     for i in 0..100 {
         p.client.send_message(c, DeliveryTag::from_u64(i), &messages[2], true).unwrap();
     }
