@@ -181,6 +181,17 @@ pub struct Delivery {
     pub payload: Bytes,
 }
 
+/// A delivery event with every field empty: a constant, so it is copied into the
+/// event queue whole, then filled in place.
+const EMPTY_DELIVERY: Event = Event::Delivery(Delivery {
+    link: LinkId(0),
+    delivery_id: 0,
+    tag: DeliveryTag::EMPTY,
+    settled: false,
+    message_format: 0,
+    payload: Bytes::new(),
+});
+
 /// Something the peer did, or an error the engine acted on.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Event {
@@ -1223,7 +1234,7 @@ impl Connection {
                 if t.aborted() {
                     return Ok(());
                 }
-                let (Some(delivery_id), Some(tag)) = (t.delivery_id, t.delivery_tag.clone()) else {
+                let (Some(delivery_id), Some(tag)) = (t.delivery_id, t.delivery_tag.as_ref()) else {
                     return Err(ProtocolError::Link(
                         id,
                         condition::INVALID_FIELD,
@@ -1257,15 +1268,24 @@ impl Connection {
                     return Err(ProtocolError::MessageSizeExceeded(id));
                 }
                 if !t.more() {
-                    let d = Delivery {
-                        link: id,
-                        delivery_id,
-                        tag,
-                        settled,
-                        message_format: t.message_format.unwrap_or(0),
-                        payload,
-                    };
-                    return self.deliver(ch, d);
+                    // Pushed empty, then filled in place: a `Delivery` built and then moved
+                    // into the queue was copied with wide loads of fields narrow stores had
+                    // just written (a store-forwarding stall on every delivery).
+                    if !settled {
+                        if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
+                            s.in_unsettled.insert(delivery_id, id);
+                        }
+                    }
+                    self.events.push_back(EMPTY_DELIVERY);
+                    if let Some(Event::Delivery(d)) = self.events.back_mut() {
+                        d.link = id;
+                        d.delivery_id = delivery_id;
+                        d.tag.clone_from(tag);
+                        d.settled = settled;
+                        d.message_format = t.message_format.unwrap_or(0);
+                        d.payload = payload;
+                    }
+                    return Ok(());
                 }
                 if self.partial_bytes + payload.len() as u64 > budget {
                     return Err(reassembly_budget_used_up(id));
@@ -1273,8 +1293,13 @@ impl Connection {
                 let mut data = BytesMut::with_capacity(payload.len() * 4);
                 data.extend_from_slice(&payload);
                 self.partial_bytes += data.len() as u64;
-                l.partial =
-                    Some(Partial { delivery_id, tag, settled, message_format: t.message_format.unwrap_or(0), data });
+                l.partial = Some(Partial {
+                    delivery_id,
+                    tag: tag.clone(),
+                    settled,
+                    message_format: t.message_format.unwrap_or(0),
+                    data,
+                });
                 return Ok(());
             }
             Some(p) => p,

@@ -858,8 +858,9 @@ fn pipelined_frames_after_open_are_not_counted_as_pre_open_traffic() {
 }
 
 /// A client with a sender link holding 100 credits, to a server whose frames are at
-/// most 4,096 bytes; both sides drained.
-fn sender_with_100_credits() -> (Pair, LinkId) {
+/// most 4,096 bytes; both sides drained. Returns the pair, the client's link and the
+/// server's.
+fn sender_with_100_credits() -> (Pair, LinkId, LinkId) {
     let mut server = Config::server("s");
     server.max_frame_size = 4096;
     let mut p = Pair::new(Config::client("c"), server);
@@ -870,7 +871,31 @@ fn sender_with_100_credits() -> (Pair, LinkId) {
     p.pump();
     drain(&mut p.client);
     drain(&mut p.server);
-    (p, c)
+    (p, c, s)
+}
+
+/// A received delivery carries what its sender gave it: link, delivery-id, tag,
+/// message-format, settlement and payload, whether it came in one frame (filled in
+/// place in the event queue) or in several (reassembled).
+#[test]
+fn received_deliveries_carry_every_field_the_sender_set() {
+    let (mut p, c, server_link) = sender_with_100_credits();
+    let cases = [(0usize, 0u32, true), (100, 7, false), (10_000, 0x1234_5678, true), (3, u32::MAX, false)];
+    for (i, (size, format, settled)) in cases.into_iter().enumerate() {
+        let payload: Bytes = (0..size).map(|b| (b * 31 % 255) as u8).collect::<Vec<_>>().into();
+        let tag = DeliveryTag::from_slice(&[i as u8 + 1; 13][..i * 4 + 1]).unwrap();
+        let id = p.client.send_with_format(c, tag.clone(), payload.clone(), settled, format).unwrap();
+        p.pump();
+        let ev = drain(&mut p.server);
+        let d = deliveries(&ev);
+        assert_eq!(d.len(), 1, "case {i}: {ev:?}");
+        assert_eq!(d[0].link, server_link, "case {i}");
+        assert_eq!(d[0].delivery_id, id, "case {i}");
+        assert_eq!(d[0].tag, tag, "case {i}");
+        assert_eq!(d[0].message_format, format, "case {i}");
+        assert_eq!(d[0].settled, settled, "case {i}");
+        assert_eq!(d[0].payload, payload, "case {i}");
+    }
 }
 
 /// `send_ref` puts the same frames on the wire as `send` for every payload shape
@@ -878,8 +903,8 @@ fn sender_with_100_credits() -> (Pair, LinkId) {
 /// or not), and keeps no reference to a payload it copied.
 #[test]
 fn send_ref_writes_what_send_writes() {
-    let (mut by_value, cv) = sender_with_100_credits();
-    let (mut by_ref, cr) = sender_with_100_credits();
+    let (mut by_value, cv, _) = sender_with_100_credits();
+    let (mut by_ref, cr, _) = sender_with_100_credits();
     let sizes = [0usize, 1, 100, 4000, ZERO_COPY_THRESHOLD - 1, ZERO_COPY_THRESHOLD, 10_000];
     for (i, size) in sizes.into_iter().enumerate() {
         for settled in [true, false] {
@@ -932,8 +957,8 @@ fn send_message_writes_what_send_writes() {
         with_header,
         big_props,
     ];
-    let (mut by_bytes, cb) = sender_with_100_credits();
-    let (mut in_place, cm) = sender_with_100_credits();
+    let (mut by_bytes, cb, _) = sender_with_100_credits();
+    let (mut in_place, cm, _) = sender_with_100_credits();
     for (i, msg) in messages.iter().enumerate() {
         for settled in [true, false] {
             let tag = DeliveryTag::from_u64(i as u64 * 2 + settled as u64);
@@ -955,7 +980,7 @@ fn send_message_writes_what_send_writes() {
     }
     assert_eq!(in_place.client.link_credit(cm), 100 - 2 * messages.len() as u32);
     // Refused as `send` refuses: no credit left, nothing written.
-    let (mut p, c) = sender_with_100_credits();
+    let (mut p, c, _) = sender_with_100_credits();
     for i in 0..100 {
         p.client.send_message(c, DeliveryTag::from_u64(i), &messages[2], true).unwrap();
     }

@@ -113,6 +113,9 @@ pub struct DeliveryTag {
 }
 
 impl DeliveryTag {
+    /// The empty tag.
+    pub const EMPTY: DeliveryTag = DeliveryTag { len: 0, buf: [0; 32] };
+
     /// A tag from bytes; None when longer than 32 bytes.
     #[inline]
     pub fn from_slice(b: &[u8]) -> Option<Self> {
