@@ -1268,23 +1268,8 @@ impl Connection {
                     return Err(ProtocolError::MessageSizeExceeded(id));
                 }
                 if !t.more() {
-                    // Pushed empty, then filled in place: a `Delivery` built and then moved
-                    // into the queue was copied with wide loads of fields narrow stores had
-                    // just written (a store-forwarding stall on every delivery).
-                    if !settled {
-                        if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
-                            s.in_unsettled.insert(delivery_id, id);
-                        }
-                    }
-                    self.events.push_back(EMPTY_DELIVERY);
-                    if let Some(Event::Delivery(d)) = self.events.back_mut() {
-                        d.link = id;
-                        d.delivery_id = delivery_id;
-                        d.tag.clone_from(tag);
-                        d.settled = settled;
-                        d.message_format = t.message_format.unwrap_or(0);
-                        d.payload = payload;
-                    }
+                    let message_format = t.message_format.unwrap_or(0);
+                    self.deliver(ch, id, delivery_id, tag, settled, message_format, payload);
                     return Ok(());
                 }
                 if self.partial_bytes + payload.len() as u64 > budget {
@@ -1329,25 +1314,41 @@ impl Connection {
             l.partial = Some(partial);
             return Ok(());
         }
-        let d = Delivery {
-            link: id,
-            delivery_id: partial.delivery_id,
-            tag: partial.tag,
-            settled: partial.settled,
-            message_format: partial.message_format,
-            payload: partial.data.freeze(),
-        };
-        self.deliver(ch, d)
+        let payload = partial.data.freeze();
+        self.deliver(ch, id, partial.delivery_id, &partial.tag, partial.settled, partial.message_format, payload);
+        Ok(())
     }
 
-    fn deliver(&mut self, ch: u16, d: Delivery) -> Result<(), ProtocolError> {
-        if !d.settled {
+    /// A whole incoming delivery: tracked while unsettled, and queued as an event that
+    /// is pushed empty and then filled in place. A `Delivery` built and then moved into
+    /// the queue was copied with wide loads of fields narrow stores had just written (a
+    /// store-forwarding stall on every delivery).
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn deliver(
+        &mut self,
+        ch: u16,
+        link: LinkId,
+        delivery_id: u32,
+        tag: &DeliveryTag,
+        settled: bool,
+        message_format: u32,
+        payload: Bytes,
+    ) {
+        if !settled {
             if let Some(s) = self.session_mut(ch) {
-                s.in_unsettled.insert(d.delivery_id, d.link);
+                s.in_unsettled.insert(delivery_id, link);
             }
         }
-        self.events.push_back(Event::Delivery(d));
-        Ok(())
+        self.events.push_back(EMPTY_DELIVERY);
+        if let Some(Event::Delivery(d)) = self.events.back_mut() {
+            d.link = link;
+            d.delivery_id = delivery_id;
+            d.tag.clone_from(tag);
+            d.settled = settled;
+            d.message_format = message_format;
+            d.payload = payload;
+        }
     }
 
     fn on_disposition(&mut self, ch: u16, d: Disposition) -> Result<(), ProtocolError> {
@@ -1857,7 +1858,7 @@ impl Connection {
         // `check_send` saw room in the peer's window and nothing blocked: one frame
         // leaves now, unless the encoding turns out larger than a frame.
         let delivery_id = self.start_delivery(id, ch, settled);
-        let t = first_transfer(handle, delivery_id, tag.clone(), 0, settled, false);
+        let t = FirstTransfer { handle, delivery_id, tag: &tag, message_format: 0, settled };
         let (at, len) = self.out.transfer_frame_message(ch, &t, msg);
         if len > room {
             // Rare (sections other than the body fill the frame): take the encoding

@@ -58,15 +58,13 @@ impl Transmit {
         write_frame(&mut self.buf, FRAME_TYPE_AMQP, channel, &TransferRef(t), payload);
     }
 
-    /// Queue one TRANSFER frame with `msg` encoded straight into the buffer as its
-    /// payload; returns the payload's length and where the frame starts, for
+    /// Queue one TRANSFER frame (`t`, a TRANSFER performative) with `msg` encoded
+    /// straight into the buffer as its payload; returns the payload's length and where the frame starts, for
     /// [`Self::take_back`].
     #[inline]
-    pub fn transfer_frame_message(&mut self, channel: u16, t: &Transfer, msg: &Message) -> (usize, usize) {
+    pub fn transfer_frame_message<T: Encode>(&mut self, channel: u16, t: &T, msg: &Message) -> (usize, usize) {
         let at = self.buf.len();
-        let n = write_frame_with(&mut self.buf, FRAME_TYPE_AMQP, channel, &TransferRef(t), msg.body_len(), |out| {
-            msg.encode(out)
-        });
+        let n = write_frame_with(&mut self.buf, FRAME_TYPE_AMQP, channel, t, msg.body_len(), |out| msg.encode(out));
         (at, n)
     }
 
