@@ -26,7 +26,9 @@
 //! * sluice: `write_frame` into a reused `BytesMut` of a prebuilt `Performative` (FLOW,
 //!   DISPOSITION) or of the `Transfer` itself (TRANSFER, as the engine's
 //!   `Transmit::transfer_frame_copied` writes every TRANSFER with a small payload);
-//!   `Performative::decode_body` for FLOW/DISPOSITION (what `RawFrame::into_amqp`
+//!   `Flow::decode_body_in` for FLOW (into a `Flow` slot kept across frames, what
+//!   the engine's `RawFrame::flow_in` calls for every FLOW in its usual shape),
+//!   `Performative::decode_body` for DISPOSITION (what `RawFrame::into_amqp`
 //!   calls) and `RawFrame::into_transfer_in` (into a `Transfer` slot kept across
 //!   frames, as the engine keeps one) + `RawMessage::parse_owned` for TRANSFER
 //!   (on a `RawFrame` cloned from one built once; in `transfer_roundtrip` the frame
@@ -289,6 +291,10 @@ fn cross_check() {
     assert_eq!(f.next_incoming_id, Some(1_000));
     assert_eq!(f.link_credit, Some(500));
     assert!(!f.drain());
+    // The engine's entry point (what flow_decode/sluice runs) decodes the same FLOW.
+    let mut slot = sl::Flow::default();
+    assert!(sl::Flow::decode_body_in(body_of(&b), &mut slot));
+    assert_eq!(&slot, f);
     eprintln!("FLOW frame: sluice {} B, fe2o3 {} B", a.len(), b.len());
 
     // DISPOSITION
@@ -376,7 +382,13 @@ fn flow(c: &mut Criterion) {
     write_frame(&mut frame, FRAME_TYPE_AMQP, CHANNEL, &sl_perf, &[]);
     let body = frame.freeze().slice(8..);
     let mut g = group(c, "flow_decode");
-    g.bench_function("sluice", |bch| bch.iter(|| consume!(sl_decode_performative(black_box(&body)))));
+    g.bench_function("sluice", |bch| {
+        let mut f = sl::Flow::default();
+        bch.iter(|| {
+            assert!(sl::Flow::decode_body_in(black_box(&body), &mut f));
+            black_box(&f);
+        })
+    });
     g.bench_function("fe2o3", |bch| {
         bch.iter(|| consume!(serde_amqp::from_slice::<fp::Flow>(black_box(&body)).unwrap()))
     });

@@ -6,7 +6,7 @@
 //! `Bytes` slice of the very memory the socket read into: never copied.
 
 use crate::codec::{format, Decode, DecodeError, Decoder, Encode};
-use crate::types::{Performative, SaslFrame, Transfer};
+use crate::types::{Flow, Performative, SaslFrame, Transfer};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Frame type 0x00: AMQP.
@@ -280,6 +280,14 @@ impl RawFrame {
             }
         }
         Err(self)
+    }
+
+    /// A FLOW in its usual shape decoded into `f`, a slot the caller keeps, without
+    /// building a [`Performative`] ([`Flow::decode_body_in`]): true, or false for
+    /// [`RawFrame::into_amqp`], which decodes any other FLOW or reports why not.
+    #[inline(always)]
+    pub fn flow_in(&self, f: &mut Flow) -> bool {
+        Flow::decode_body_in(&self.body, f)
     }
 
     /// Decode a SASL frame body; trailing bytes are an error.

@@ -338,6 +338,14 @@ enum SessionState {
     EndSent,
 }
 
+/// Where `on_frame`'s fast paths decode TRANSFER and FLOW frames in place, kept across
+/// the frames of one `process_frames` call.
+#[derive(Default)]
+struct Slots {
+    transfer: Transfer,
+    flow: Flow,
+}
+
 #[derive(Debug)]
 struct Session {
     state: SessionState,
@@ -702,8 +710,9 @@ impl Connection {
     // ---------------------------------------------------------------- input
 
     fn process_frames(&mut self) -> Result<(), ProtocolError> {
-        // TRANSFER frames are decoded into this slot in place (see `into_transfer_in`).
-        let mut transfer = Transfer::default();
+        // TRANSFER and FLOW frames are decoded into these slots in place (see
+        // `into_transfer_in`, `flow_in`).
+        let mut slots = Slots::default();
         loop {
             match self.phase {
                 Phase::Closed | Phase::SaslDecision => return Ok(()),
@@ -719,7 +728,7 @@ impl Connection {
                     }
                     let Some(frame) = self.deframer.next_frame()? else { return Ok(()) };
                     self.pre_open_budget(frame.body.len() + 8)?;
-                    self.on_frame(frame, &mut transfer)?;
+                    self.on_frame(frame, &mut slots)?;
                 }
             }
         }
@@ -772,7 +781,7 @@ impl Connection {
         ProtocolError::BadProtocolHeader
     }
 
-    fn on_frame(&mut self, frame: RawFrame, transfer: &mut Transfer) -> Result<(), ProtocolError> {
+    fn on_frame(&mut self, frame: RawFrame, slots: &mut Slots) -> Result<(), ProtocolError> {
         match self.phase {
             Phase::SaslInit | Phase::SaslMechanisms | Phase::SaslOutcome => return self.on_sasl_frame(frame),
             _ => {}
@@ -784,12 +793,13 @@ impl Connection {
             return Ok(()); // heartbeat
         }
         let channel = frame.channel;
-        // TRANSFER, the commonest frame, in its usual shape: decoded straight into the
-        // caller's `Transfer` slot and handed to its handler by reference, without
-        // building a `Performative` and moving it through the general dispatch.
+        // TRANSFER and FLOW, the commonest frames, in their usual shapes: decoded
+        // straight into the caller's slots and handed to their handlers by reference,
+        // without building a `Performative` and moving it through the general dispatch.
         let frame = match self.phase {
-            Phase::Opened => match frame.into_transfer_in(transfer) {
-                Ok(payload) => return self.on_transfer_frame(channel, transfer, payload),
+            Phase::Opened => match frame.into_transfer_in(&mut slots.transfer) {
+                Ok(payload) => return self.on_transfer_frame(channel, &slots.transfer, payload),
+                Err(frame) if frame.flow_in(&mut slots.flow) => return self.on_flow_frame(channel, &slots.flow),
                 Err(frame) => frame,
             },
             _ => frame,
@@ -942,7 +952,7 @@ impl Connection {
                 }
                 match other {
                     Performative::Attach(a) => self.on_attach(local, *a),
-                    Performative::Flow(f) => self.on_flow(local, f),
+                    Performative::Flow(f) => self.on_flow(local, &f),
                     Performative::Transfer(t) => self.on_transfer(local, &t, payload),
                     Performative::Disposition(d) => self.on_disposition(local, d),
                     Performative::Detach(d) => self.on_detach(local, d),
@@ -1111,7 +1121,7 @@ impl Connection {
             .ok_or(ProtocolError::UnattachedHandle(ch))
     }
 
-    fn on_flow(&mut self, ch: u16, f: Flow) -> Result<(), ProtocolError> {
+    fn on_flow(&mut self, ch: u16, f: &Flow) -> Result<(), ProtocolError> {
         let link = match f.handle {
             Some(h) => Some(self.remote_link(ch, h)?),
             None => None,
@@ -1173,6 +1183,15 @@ impl Connection {
 
     /// A TRANSFER decoded by the fast path: the channel checks `on_performative`
     /// makes for every session frame, then [`Connection::on_transfer`].
+    /// A FLOW taken by `on_frame`'s fast path: dispatched as `on_performative` would.
+    fn on_flow_frame(&mut self, channel: u16, f: &Flow) -> Result<(), ProtocolError> {
+        let (local, ended) = self.local_session(channel)?;
+        if ended {
+            return Ok(()); // ignored until the peer acknowledges our END
+        }
+        self.on_flow(local, f)
+    }
+
     fn on_transfer_frame(&mut self, channel: u16, t: &Transfer, payload: Bytes) -> Result<(), ProtocolError> {
         let (local, ended) = self.local_session(channel)?;
         if ended {

@@ -653,6 +653,52 @@ fn echo_is_answered() {
     let _ = s;
 }
 
+/// A FLOW in the usual shape (decoded in place) and one carrying properties (decoded
+/// by the general decoder) take the same effect; a FLOW on a session this side has
+/// ended is ignored in either shape.
+#[test]
+fn flows_in_either_shape_take_the_same_effect() {
+    let props = || Some(crate::codec::Fields(vec![(crate::codec::Symbol::new("k"), crate::codec::Value::Uint(1))]));
+    for properties in [None, props()] {
+        let mut p = Pair::open();
+        let (ch, _c, s) = p.link(Role::Receiver, "f");
+        drain(&mut p.server);
+        let flow = |credit: u32, drain: bool, properties| Flow {
+            next_incoming_id: Some(0),
+            incoming_window: 10,
+            next_outgoing_id: 0,
+            outgoing_window: 10,
+            handle: Some(0),
+            delivery_count: Some(0),
+            link_credit: Some(credit),
+            available: None,
+            drain: Some(drain),
+            echo: Some(true),
+            properties,
+        };
+        p.server.handle_input(&raw(0, Performative::Flow(flow(7, false, properties.clone())), &[]), 0);
+        assert_eq!(p.server.link_credit(s), 7, "{properties:?}");
+        let ev = drain(&mut p.server);
+        assert!(ev.iter().any(|e| matches!(e, Event::Credit { credit: 7, drain: false, .. })), "{ev:?}");
+        let frames = frames_of(&collect_out(&mut p.server));
+        assert!(frames.iter().any(|f| matches!(f, Performative::Flow(f) if f.link_credit == Some(7))));
+        // Session-level flow only (no handle): the window, no link event.
+        let mut session = flow(0, false, properties.clone());
+        session.handle = None;
+        session.incoming_window = 3;
+        p.server.handle_input(&raw(0, Performative::Flow(session), &[]), 0);
+        assert_eq!(p.server.link_credit(s), 7);
+        assert!(drain(&mut p.server).iter().any(|e| matches!(e, Event::SessionFlow { .. })));
+        // Ended by this side: the peer's FLOW is ignored, not an error.
+        p.server.end_session(ch, None);
+        collect_out(&mut p.server);
+        p.server.handle_input(&raw(0, Performative::Flow(flow(9, true, properties.clone())), &[]), 0);
+        assert_eq!(local_error(&drain(&mut p.server)), None);
+        assert!(p.server.is_open());
+        assert!(frames_of(&collect_out(&mut p.server)).iter().all(|f| !matches!(f, Performative::Flow(_))));
+    }
+}
+
 #[test]
 fn disposition_ranges_walk_only_known_deliveries() {
     let mut p = Pair::open();

@@ -173,6 +173,15 @@ macro_rules! field {
 /// FLOW in one pass (no properties map).
 #[inline(always)]
 pub(crate) fn flow(d: &mut Decoder<'_>) -> Option<Flow> {
+    let mut f = Flow::default();
+    flow_into(d, &mut f).then_some(f)
+}
+
+/// FLOW in one pass, written field by field into `f` (a slot the caller keeps; see
+/// [`transfer_into`] for why). On `false` nothing is consumed and `f` holds some mix
+/// of its old and the new fields; its properties are always `None` afterwards.
+#[inline(always)]
+pub(crate) fn flow_into(d: &mut Decoder<'_>, f: &mut Flow) -> bool {
     run(
         d,
         #[inline(always)]
@@ -180,21 +189,21 @@ pub(crate) fn flow(d: &mut Decoder<'_>) -> Option<Flow> {
             if !(4..=10).contains(&n) {
                 return None;
             }
-            Some(Flow {
-                next_incoming_id: c.opt_u32()?,
-                incoming_window: c.u32()?,
-                next_outgoing_id: c.u32()?,
-                outgoing_window: c.u32()?,
-                handle: field!(c, 4, n, Fast::opt_u32, None),
-                delivery_count: field!(c, 5, n, Fast::opt_u32, None),
-                link_credit: field!(c, 6, n, Fast::opt_u32, None),
-                available: field!(c, 7, n, Fast::opt_u32, None),
-                drain: field!(c, 8, n, Fast::opt_bool, None),
-                echo: field!(c, 9, n, Fast::opt_bool, None),
-                properties: None,
-            })
+            f.next_incoming_id = c.opt_u32()?;
+            f.incoming_window = c.u32()?;
+            f.next_outgoing_id = c.u32()?;
+            f.outgoing_window = c.u32()?;
+            f.handle = field!(c, 4, n, Fast::opt_u32, None);
+            f.delivery_count = field!(c, 5, n, Fast::opt_u32, None);
+            f.link_credit = field!(c, 6, n, Fast::opt_u32, None);
+            f.available = field!(c, 7, n, Fast::opt_u32, None);
+            f.drain = field!(c, 8, n, Fast::opt_bool, None);
+            f.echo = field!(c, 9, n, Fast::opt_bool, None);
+            f.properties = None;
+            Some(())
         },
     )
+    .is_some()
 }
 
 /// TRANSFER in one pass (null, accepted or released state).
@@ -769,5 +778,64 @@ mod tests {
         let props = crate::codec::Fields(vec![(crate::codec::Symbol::new("k"), crate::codec::Value::Uint(1))]);
         let f = Flow { properties: Some(props), ..Default::default() };
         check(&|o| f.encode(o), &|o| f.encode_general(o));
+    }
+
+    #[test]
+    fn flows_decoded_into_a_reused_slot_match_the_general_decoder() {
+        let mut x: u64 = 0x5851_f42d_4c95_7f2d;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let uint = |r: u64| -> Option<u32> {
+            match r % 5 {
+                0 => None,
+                1 => Some(0),
+                2 => Some((r >> 8) as u32 % 256),
+                3 => Some(256 + (r >> 8) as u32 % 1000),
+                _ => Some((r >> 16) as u32),
+            }
+        };
+        let boolean = |r: u64| -> Option<bool> {
+            match r % 3 {
+                0 => None,
+                1 => Some(true),
+                _ => Some(false),
+            }
+        };
+        // One slot for every frame, as the engine keeps it: a field the decoder failed
+        // to write would keep the previous frame's value.
+        let mut slot = Flow::default();
+        for _ in 0..20_000 {
+            let f = Flow {
+                next_incoming_id: uint(rand()),
+                incoming_window: uint(rand()).unwrap_or(7),
+                next_outgoing_id: uint(rand()).unwrap_or(0),
+                outgoing_window: uint(rand()).unwrap_or(u32::MAX),
+                handle: uint(rand()),
+                delivery_count: uint(rand()),
+                link_credit: uint(rand()),
+                available: uint(rand()),
+                drain: boolean(rand()),
+                echo: boolean(rand()),
+                properties: None,
+            };
+            let wire = f.to_bytes();
+            assert!(Flow::decode_body_in(&wire, &mut slot), "{f:?}");
+            assert_eq!(slot, f);
+            assert_eq!(slot, <Flow as crate::codec::Decode>::decode_exact(&wire).unwrap());
+        }
+        // Not in the usual shape: declined, for the general decoder.
+        let props = crate::codec::Fields(vec![(crate::codec::Symbol::new("k"), crate::codec::Value::Uint(1))]);
+        let with_props = Flow { properties: Some(props), ..Default::default() };
+        assert!(!Flow::decode_body_in(&with_props.to_bytes(), &mut slot));
+        let d = Disposition { role: Role::Receiver, first: 1, ..Default::default() };
+        assert!(!Flow::decode_body_in(&d.to_bytes(), &mut slot));
+        let wire = Flow { handle: Some(1), ..Default::default() }.to_bytes();
+        for cut in 0..wire.len() {
+            assert!(!Flow::decode_body_in(&wire[..cut], &mut slot), "{cut} bytes");
+        }
     }
 }

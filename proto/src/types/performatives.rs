@@ -137,6 +137,21 @@ described_list! {
 }
 
 impl Flow {
+    /// A FLOW frame body in its usual shape (`00 53 13` and a list of fixed-width
+    /// fields, no properties) decoded into `f`, a slot the caller keeps, without
+    /// building a [`Performative`] (the engine takes every such FLOW this way; see
+    /// [`RawFrame::flow_in`](crate::frame::RawFrame::flow_in)). Bytes after the
+    /// performative are ignored, as the engine ignores a FLOW's payload. On `false`
+    /// (any other body) `f` holds some mix of its old and new fields and is to be
+    /// ignored; [`Performative::decode_body`] then decodes the body or reports why not.
+    #[inline(always)]
+    pub fn decode_body_in(body: &[u8], f: &mut Flow) -> bool {
+        if let [format::DESCRIBED, format::SMALLULONG, 0x13, ..] = *body {
+            return super::fast::flow_into(&mut Decoder::new(&body[3..]), f);
+        }
+        false
+    }
+
     /// drain with its default applied.
     pub fn drain(&self) -> bool {
         self.drain.unwrap_or(false)
