@@ -26,10 +26,10 @@
 //! * sluice: `write_frame` into a reused `BytesMut` of a prebuilt `Performative` (FLOW,
 //!   DISPOSITION) or of the `Transfer` itself (TRANSFER, as the engine's
 //!   `Transmit::transfer_frame_copied` writes every TRANSFER with a small payload);
-//!   `Flow::decode_body_in` for FLOW (into a `Flow` slot kept across frames, what
-//!   the engine's `RawFrame::flow_in` calls for every FLOW in its usual shape),
-//!   `Performative::decode_body` for DISPOSITION (what `RawFrame::into_amqp`
-//!   calls) and `RawFrame::into_transfer_in` (into a `Transfer` slot kept across
+//!   `Flow::decode_body_in` / `Disposition::decode_body_in` for FLOW / DISPOSITION
+//!   (into a slot kept across frames, what the engine's `RawFrame::flow_in` and
+//!   `disposition_in` call for every such frame in its usual shape) and
+//!   `RawFrame::into_transfer_in` (into a `Transfer` slot kept across
 //!   frames, as the engine keeps one) + `RawMessage::parse_owned` for TRANSFER
 //!   (on a `RawFrame` cloned from one built once; in `transfer_roundtrip` the frame
 //!   just written becomes the `RawFrame` body by `split().freeze()`, without
@@ -304,6 +304,10 @@ fn cross_check() {
     fe_write_frame(&mut b, &fe_disposition(), &[]);
     assert_eq!(serde_amqp::from_slice::<fp::Disposition>(body_of(&a)).unwrap(), fe_disposition());
     let sl::Performative::Disposition(d) = sl_decode_performative(body_of(&b)) else { panic!("not a disposition") };
+    // The engine's entry point (what disposition_decode/sluice runs) decodes the same.
+    let mut slot = sl::Disposition::default();
+    assert!(sl::Disposition::decode_body_in(body_of(&b), &mut slot));
+    assert_eq!(slot, d);
     assert_eq!((d.role, d.first, d.last(), d.settled()), (sl::Role::Receiver, 70_000, 70_063, true));
     assert_eq!(d.state, Some(sl::DeliveryState::Accepted));
     eprintln!("DISPOSITION frame: sluice {} B, fe2o3 {} B", a.len(), b.len());
@@ -422,7 +426,13 @@ fn disposition(c: &mut Criterion) {
     write_frame(&mut frame, FRAME_TYPE_AMQP, CHANNEL, &sl_perf, &[]);
     let body = frame.freeze().slice(8..);
     let mut g = group(c, "disposition_decode");
-    g.bench_function("sluice", |bch| bch.iter(|| consume!(sl_decode_performative(black_box(&body)))));
+    g.bench_function("sluice", |bch| {
+        let mut d = sl::Disposition::default();
+        bch.iter(|| {
+            assert!(sl::Disposition::decode_body_in(black_box(&body), &mut d));
+            black_box(&d);
+        })
+    });
     g.bench_function("fe2o3", |bch| {
         bch.iter(|| consume!(serde_amqp::from_slice::<fp::Disposition>(black_box(&body)).unwrap()))
     });

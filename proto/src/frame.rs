@@ -6,7 +6,7 @@
 //! `Bytes` slice of the very memory the socket read into: never copied.
 
 use crate::codec::{format, Decode, DecodeError, Decoder, Encode};
-use crate::types::{Flow, Performative, SaslFrame, Transfer};
+use crate::types::{Disposition, Flow, Performative, SaslFrame, Transfer};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
 /// Frame type 0x00: AMQP.
@@ -288,6 +288,13 @@ impl RawFrame {
     #[inline(always)]
     pub fn flow_in(&self, f: &mut Flow) -> bool {
         Flow::decode_body_in(&self.body, f)
+    }
+
+    /// A DISPOSITION in its usual shape decoded into `x`, a slot the caller keeps
+    /// ([`Disposition::decode_body_in`]): true, or false for [`RawFrame::into_amqp`].
+    #[inline(always)]
+    pub fn disposition_in(&self, x: &mut Disposition) -> bool {
+        Disposition::decode_body_in(&self.body, x)
     }
 
     /// Decode a SASL frame body; trailing bytes are an error.

@@ -344,6 +344,7 @@ enum SessionState {
 struct Slots {
     transfer: Transfer,
     flow: Flow,
+    disposition: Disposition,
 }
 
 #[derive(Debug)]
@@ -800,6 +801,9 @@ impl Connection {
             Phase::Opened => match frame.into_transfer_in(&mut slots.transfer) {
                 Ok(payload) => return self.on_transfer_frame(channel, &slots.transfer, payload),
                 Err(frame) if frame.flow_in(&mut slots.flow) => return self.on_flow_frame(channel, &slots.flow),
+                Err(frame) if frame.disposition_in(&mut slots.disposition) => {
+                    return self.on_disposition_frame(channel, &mut slots.disposition)
+                }
                 Err(frame) => frame,
             },
             _ => frame,
@@ -954,7 +958,7 @@ impl Connection {
                     Performative::Attach(a) => self.on_attach(local, *a),
                     Performative::Flow(f) => self.on_flow(local, &f),
                     Performative::Transfer(t) => self.on_transfer(local, &t, payload),
-                    Performative::Disposition(d) => self.on_disposition(local, d),
+                    Performative::Disposition(mut d) => self.on_disposition(local, &mut d),
                     Performative::Detach(d) => self.on_detach(local, d),
                     Performative::End(e) => self.on_end(local, e),
                     _ => Ok(()),
@@ -1183,6 +1187,16 @@ impl Connection {
 
     /// A TRANSFER decoded by the fast path: the channel checks `on_performative`
     /// makes for every session frame, then [`Connection::on_transfer`].
+    /// A DISPOSITION taken by `on_frame`'s fast path: dispatched as `on_performative`
+    /// would.
+    fn on_disposition_frame(&mut self, channel: u16, d: &mut Disposition) -> Result<(), ProtocolError> {
+        let (local, ended) = self.local_session(channel)?;
+        if ended {
+            return Ok(()); // ignored until the peer acknowledges our END
+        }
+        self.on_disposition(local, d)
+    }
+
     /// A FLOW taken by `on_frame`'s fast path: dispatched as `on_performative` would.
     fn on_flow_frame(&mut self, channel: u16, f: &Flow) -> Result<(), ProtocolError> {
         let (local, ended) = self.local_session(channel)?;
@@ -1370,7 +1384,8 @@ impl Connection {
         }
     }
 
-    fn on_disposition(&mut self, ch: u16, d: Disposition) -> Result<(), ProtocolError> {
+    /// The state of a single delivery is taken out of `d`, not cloned.
+    fn on_disposition(&mut self, ch: u16, d: &mut Disposition) -> Result<(), ProtocolError> {
         let Some(s) = self.session_mut(ch) else { return Ok(()) };
         // The peer as receiver speaks of our outgoing deliveries, and vice versa.
         let map = if d.role == Role::Receiver { &mut s.out_unsettled } else { &mut s.in_unsettled };
@@ -1380,7 +1395,7 @@ impl Connection {
             let id = d.first;
             let link = if settled { map.remove(id) } else { map.get(id) };
             if let Some(link) = link {
-                self.events.push_back(Event::Disposition { link, delivery_id: id, settled, state: d.state });
+                self.events.push_back(Event::Disposition { link, delivery_id: id, settled, state: d.state.take() });
             }
             return Ok(());
         }

@@ -5,7 +5,7 @@ use super::*;
 use crate::codec::Decode;
 use crate::codec::Value;
 use crate::frame::{write_frame, Deframer};
-use crate::types::{Accepted, AttachTarget, Body, Header, Source, Target};
+use crate::types::{Accepted, AttachTarget, Body, Header, Rejected, Source, Target};
 
 struct Pair {
     client: Connection,
@@ -737,6 +737,60 @@ fn disposition_ranges_walk_only_known_deliveries() {
         .iter()
         .all(|e| matches!(e, Event::Disposition { settled: true, state: Some(DeliveryState::Released), .. })));
     assert_eq!(p.server.unsettled_counts(0), (0, 0));
+}
+
+/// A DISPOSITION in the usual shape (decoded in place) and one with a rejected state
+/// (decoded by the general decoder) take the same effect, for one delivery and for a
+/// range; a DISPOSITION on a session this side has ended is ignored in either shape.
+#[test]
+fn dispositions_in_either_shape_take_the_same_effect() {
+    let rejected = || DeliveryState::Rejected(Box::new(Rejected { error: None }));
+    for state in [DeliveryState::Accepted, rejected()] {
+        let mut p = Pair::open();
+        let (ch, c, s) = p.link(Role::Receiver, "d");
+        p.client.grant_credit(c, 10, false).unwrap();
+        p.pump();
+        drain(&mut p.server);
+        for i in 0..6 {
+            p.server.send(s, DeliveryTag::from_u64(i), Bytes::from_static(b"x"), false).unwrap();
+        }
+        p.pump();
+        drain(&mut p.client);
+        let disposition = |first: u32, last: Option<u32>, settled: bool| {
+            Performative::Disposition(Disposition {
+                role: Role::Receiver,
+                first,
+                last,
+                settled: Some(settled),
+                state: Some(state.clone()),
+                batchable: None,
+            })
+        };
+        // One delivery, not settled: reported with its state, still unsettled.
+        p.server.handle_input(&raw(0, disposition(0, None, false), &[]), 0);
+        let ev = drain(&mut p.server);
+        assert_eq!(ev.len(), 1, "{ev:?}");
+        assert!(
+            matches!(&ev[0], Event::Disposition { delivery_id: 0, settled: false, state: Some(st), .. } if *st == state)
+        );
+        assert_eq!(p.server.unsettled_counts(0).1, 6);
+        // A range, settled: each delivery reported, all settled.
+        p.server.handle_input(&raw(0, disposition(0, Some(3), true), &[]), 0);
+        let ev = drain(&mut p.server);
+        assert_eq!(ev.len(), 4, "{ev:?}");
+        assert!(ev
+            .iter()
+            .all(|e| matches!(e, Event::Disposition { settled: true, state: Some(st), .. } if *st == state)));
+        assert_eq!(p.server.unsettled_counts(0).1, 2);
+        // Ended by this side: ignored, nothing settled, no error.
+        p.server.end_session(ch, None);
+        collect_out(&mut p.server);
+        drain(&mut p.server);
+        p.server.handle_input(&raw(0, disposition(4, Some(5), true), &[]), 0);
+        assert!(drain(&mut p.server).iter().all(|e| !matches!(e, Event::Disposition { .. })));
+        assert_eq!(local_error(&drain(&mut p.server)), None);
+        assert!(p.server.is_open());
+    }
 }
 
 #[test]

@@ -246,6 +246,15 @@ pub(crate) fn transfer_into(d: &mut Decoder<'_>, t: &mut Transfer) -> bool {
 /// DISPOSITION in one pass (null, accepted or released state).
 #[inline(always)]
 pub(crate) fn disposition(d: &mut Decoder<'_>) -> Option<Disposition> {
+    let mut x = Disposition::default();
+    disposition_into(d, &mut x).then_some(x)
+}
+
+/// DISPOSITION in one pass, written field by field into `x` (a slot the caller keeps;
+/// see [`transfer_into`] for why). On `false` nothing is consumed and `x` holds some
+/// mix of its old and the new fields.
+#[inline(always)]
+pub(crate) fn disposition_into(d: &mut Decoder<'_>, x: &mut Disposition) -> bool {
     run(
         d,
         #[inline(always)]
@@ -253,21 +262,20 @@ pub(crate) fn disposition(d: &mut Decoder<'_>) -> Option<Disposition> {
             if !(2..=6).contains(&n) {
                 return None;
             }
-            let role = match c.opt_bool()? {
+            x.role = match c.opt_bool()? {
                 Some(true) => Role::Receiver,
                 Some(false) => Role::Sender,
                 None => return None,
             };
-            Some(Disposition {
-                role,
-                first: c.u32()?,
-                last: field!(c, 2, n, Fast::opt_u32, None),
-                settled: field!(c, 3, n, Fast::opt_bool, None),
-                state: field!(c, 4, n, Fast::opt_state, None),
-                batchable: field!(c, 5, n, Fast::opt_bool, None),
-            })
+            x.first = c.u32()?;
+            x.last = field!(c, 2, n, Fast::opt_u32, None);
+            x.settled = field!(c, 3, n, Fast::opt_bool, None);
+            x.state = field!(c, 4, n, Fast::opt_state, None);
+            x.batchable = field!(c, 5, n, Fast::opt_bool, None);
+            Some(())
         },
     )
+    .is_some()
 }
 
 // ---------------------------------------------------------------- encoding
@@ -836,6 +844,59 @@ mod tests {
         let wire = Flow { handle: Some(1), ..Default::default() }.to_bytes();
         for cut in 0..wire.len() {
             assert!(!Flow::decode_body_in(&wire[..cut], &mut slot), "{cut} bytes");
+        }
+    }
+
+    #[test]
+    fn dispositions_decoded_into_a_reused_slot_match_the_general_decoder() {
+        let mut x: u64 = 0x2d35_8dcc_aa6c_78a5;
+        let mut rand = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let uint = |r: u64| -> Option<u32> {
+            match r % 4 {
+                0 => None,
+                1 => Some((r >> 8) as u32 % 256),
+                2 => Some(256 + (r >> 8) as u32 % 1000),
+                _ => Some((r >> 16) as u32),
+            }
+        };
+        let boolean = |r: u64| -> Option<bool> {
+            match r % 3 {
+                0 => None,
+                1 => Some(true),
+                _ => Some(false),
+            }
+        };
+        let mut slot = Disposition::default();
+        for _ in 0..20_000 {
+            let d = Disposition {
+                role: if rand() % 2 == 0 { Role::Sender } else { Role::Receiver },
+                first: uint(rand()).unwrap_or(0),
+                last: uint(rand()),
+                settled: boolean(rand()),
+                state: match rand() % 3 {
+                    0 => None,
+                    1 => Some(DeliveryState::Accepted),
+                    _ => Some(DeliveryState::Released),
+                },
+                batchable: boolean(rand()),
+            };
+            let wire = d.to_bytes();
+            assert!(Disposition::decode_body_in(&wire, &mut slot), "{d:?}");
+            assert_eq!(slot, d);
+            assert_eq!(slot, <Disposition as crate::codec::Decode>::decode_exact(&wire).unwrap());
+        }
+        // Not in the usual shape: declined, for the general decoder.
+        let rejected = Disposition { state: Some(DeliveryState::Rejected(Box::default())), ..Default::default() };
+        assert!(!Disposition::decode_body_in(&rejected.to_bytes(), &mut slot));
+        assert!(!Disposition::decode_body_in(&Flow::default().to_bytes(), &mut slot));
+        let wire = Disposition { first: 300, last: Some(301), ..Default::default() }.to_bytes();
+        for cut in 0..wire.len() {
+            assert!(!Disposition::decode_body_in(&wire[..cut], &mut slot), "{cut} bytes");
         }
     }
 }

@@ -224,6 +224,19 @@ described_list! {
 }
 
 impl Disposition {
+    /// A DISPOSITION frame body in its usual shape (`00 53 15`, a list of fixed-width
+    /// fields, no state or an accepted or released one) decoded into `x`, a slot the
+    /// caller keeps, as [`Flow::decode_body_in`] does for FLOW (the engine takes every
+    /// such DISPOSITION this way). On `false` `x` is to be ignored and
+    /// [`Performative::decode_body`] decodes the body or reports why not.
+    #[inline(always)]
+    pub fn decode_body_in(body: &[u8], x: &mut Disposition) -> bool {
+        if let [format::DESCRIBED, format::SMALLULONG, 0x15, ..] = *body {
+            return super::fast::disposition_into(&mut Decoder::new(&body[3..]), x);
+        }
+        false
+    }
+
     /// last with its default (first) applied.
     pub fn last(&self) -> u32 {
         self.last.unwrap_or(self.first)
