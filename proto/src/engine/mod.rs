@@ -12,6 +12,7 @@
 //! [`ProtocolError::to_amqp`] and is reported as [`Event::LocalError`].
 
 mod error;
+mod numbers;
 mod serial;
 mod transmit;
 mod unsettled;
@@ -33,9 +34,6 @@ use crate::types::{
 };
 use bytes::{Bytes, BytesMut};
 use std::collections::VecDeque;
-
-/// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
-type HashMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
 /// Largest frame accepted before OPEN has been negotiated (SASL frames included).
 pub const PRE_OPEN_MAX_FRAME_SIZE: u32 = 32 * 1024;
@@ -362,7 +360,7 @@ struct Session {
     remote_handle_max: u32,
     next_delivery_id: u32,
     /// Remote handle -> link.
-    by_remote_handle: HashMap<u32, LinkId>,
+    by_remote_handle: numbers::NumberMap<LinkId>,
     /// Local handles in use.
     local_handles: Vec<Option<LinkId>>,
     /// Our unsettled outgoing deliveries: delivery-id -> link.
@@ -456,7 +454,7 @@ pub struct Connection {
     channel_max: u16,
     peer_idle_timeout_ms: u32,
     sessions: Vec<Option<Session>>,
-    remote_channels: HashMap<u16, u16>,
+    remote_channels: numbers::NumberMap<u16>,
     links: Vec<Option<Link>>,
     free_links: Vec<u32>,
     pending_disposition: Option<(u16, Disposition)>,
@@ -489,7 +487,7 @@ impl Connection {
             channel_max: config.channel_max,
             peer_idle_timeout_ms: 0,
             sessions: Vec::new(),
-            remote_channels: HashMap::default(),
+            remote_channels: numbers::NumberMap::default(),
             links: Vec::new(),
             free_links: Vec::new(),
             pending_disposition: None,
@@ -971,7 +969,7 @@ impl Connection {
         if channel as u32 > self.channel_max as u32 + self.config.limit_grace {
             return Err(ProtocolError::BadChannel("channel above channel-max"));
         }
-        if self.remote_channels.contains_key(&channel) {
+        if self.remote_channels.contains(channel as u32) {
             return Err(ProtocolError::IllegalState("begin on a channel already in use"));
         }
         let local = match begin.remote_channel {
@@ -989,7 +987,7 @@ impl Connection {
                 local
             }
         };
-        self.remote_channels.insert(channel, local);
+        self.remote_channels.insert(channel as u32, local);
         let window = self.config.session_window;
         let s = self.session_mut(local).ok_or(ProtocolError::IllegalState("session vanished"))?;
         s.remote_channel = Some(channel);
@@ -1023,7 +1021,7 @@ impl Connection {
             remote_incoming_window: 0,
             remote_handle_max: u32::MAX,
             next_delivery_id: 0,
-            by_remote_handle: HashMap::default(),
+            by_remote_handle: numbers::NumberMap::default(),
             local_handles: Vec::new(),
             out_unsettled: Default::default(),
             in_unsettled: Default::default(),
@@ -1047,7 +1045,7 @@ impl Connection {
             return Err(ProtocolError::HandleAboveMax);
         }
         let s = self.session(ch).ok_or(ProtocolError::IllegalState("no session"))?;
-        if s.by_remote_handle.contains_key(&a.handle) {
+        if s.by_remote_handle.contains(a.handle) {
             return Err(ProtocolError::HandleInUse(ch));
         }
         // The answer to an ATTACH we sent?
@@ -1120,9 +1118,7 @@ impl Connection {
     }
 
     fn remote_link(&self, ch: u16, handle: u32) -> Result<LinkId, ProtocolError> {
-        self.session(ch)
-            .and_then(|s| s.by_remote_handle.get(&handle).copied())
-            .ok_or(ProtocolError::UnattachedHandle(ch))
+        self.session(ch).and_then(|s| s.by_remote_handle.get(handle)).ok_or(ProtocolError::UnattachedHandle(ch))
     }
 
     fn on_flow(&mut self, ch: u16, f: &Flow) -> Result<(), ProtocolError> {
@@ -1219,7 +1215,7 @@ impl Connection {
     /// The local session of the peer's channel, and whether we have ended it (then
     /// everything but END is ignored until the peer answers).
     fn local_session(&self, channel: u16) -> Result<(u16, bool), ProtocolError> {
-        let Some(&local) = self.remote_channels.get(&channel) else {
+        let Some(local) = self.remote_channels.get(channel as u32) else {
             return Err(ProtocolError::BadChannel("frame on a channel with no session"));
         };
         Ok((local, self.session(local).map(|s| s.state) == Some(SessionState::EndSent)))
@@ -1546,7 +1542,7 @@ impl Connection {
         let ids: Vec<LinkId> = match self.session(ch) {
             Some(s) => {
                 let mut v: Vec<LinkId> = s.local_handles.iter().flatten().copied().collect();
-                v.extend(s.by_remote_handle.values().copied());
+                v.extend(s.by_remote_handle.values());
                 v.sort();
                 v.dedup();
                 v
@@ -1737,8 +1733,8 @@ impl Connection {
         self.free_links.push(id.0);
         if let Some(s) = self.sessions.get_mut(l.channel as usize).and_then(Option::as_mut) {
             if let Some(h) = l.remote_handle {
-                if s.by_remote_handle.get(&h) == Some(&id) {
-                    s.by_remote_handle.remove(&h);
+                if s.by_remote_handle.get(h) == Some(id) {
+                    s.by_remote_handle.remove(h);
                 }
             }
             if let Some(h) = l.local_handle {
@@ -1764,7 +1760,7 @@ impl Connection {
         if let Some(slot) = self.sessions.get_mut(ch as usize) {
             if let Some(s) = slot.take() {
                 if let Some(rc) = s.remote_channel {
-                    self.remote_channels.remove(&rc);
+                    self.remote_channels.remove(rc as u32);
                 }
             }
         }
