@@ -174,7 +174,7 @@ struct Driver {
     id: u64,
     engine: Connection,
     inbox: Rc<Inbox>,
-    links: HashMap<LinkId, LinkCtx>,
+    links: super::link_map::LinkMap<LinkCtx>,
     serials: HashMap<u64, LinkId>,
     next_serial: u64,
     sessions: HashSet<u16>,
@@ -274,7 +274,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         id,
         engine: Connection::new(cfg, 0),
         inbox,
-        links: HashMap::default(),
+        links: super::link_map::LinkMap::default(),
         serials: HashMap::default(),
         next_serial: 1,
         sessions: HashSet::default(),
@@ -2017,7 +2017,7 @@ impl Driver {
                 }
             }
         }
-        for (link, ctx) in &self.links {
+        for (link, ctx) in self.links.iter() {
             let zero = ctx.zero_total + ctx.zero_since.map_or(Duration::ZERO, |t| now.duration_since(t));
             let unsettled = match &ctx.kind {
                 LinkKind::Consume { unsettled, .. } => unsettled.len() as i64,

@@ -4,6 +4,7 @@
 //! one driver task per connection.
 
 mod conn;
+mod link_map;
 pub mod tls;
 
 use crate::broker::ShardMsg;
