@@ -553,6 +553,65 @@ mod tests {
     use crate::codec::Encode;
     use crate::types::{Modified, Performative};
 
+    /// A xorshift64 generator: the same values on every run.
+    fn rng(seed: u64) -> impl FnMut() -> u64 {
+        let mut x = seed;
+        move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        }
+    }
+
+    /// Absent, 0 (uint0), below 256 (smalluint), or wider (uint).
+    fn some_uint(r: u64) -> Option<u32> {
+        match r % 5 {
+            0 => None,
+            1 => Some(0),
+            2 => Some((r >> 8) as u32 % 256),
+            3 => Some(256 + (r >> 8) as u32 % 1000),
+            _ => Some((r >> 16) as u32),
+        }
+    }
+
+    fn some_bool(r: u64) -> Option<bool> {
+        match r % 3 {
+            0 => None,
+            1 => Some(true),
+            _ => Some(false),
+        }
+    }
+
+    /// A FLOW with every field present or absent (no properties).
+    fn random_flow(rand: &mut impl FnMut() -> u64) -> Flow {
+        Flow {
+            next_incoming_id: some_uint(rand()),
+            incoming_window: some_uint(rand()).unwrap_or(7),
+            next_outgoing_id: some_uint(rand()).unwrap_or(0),
+            outgoing_window: some_uint(rand()).unwrap_or(u32::MAX),
+            handle: some_uint(rand()),
+            delivery_count: some_uint(rand()),
+            link_credit: some_uint(rand()),
+            available: some_uint(rand()),
+            drain: some_bool(rand()),
+            echo: some_bool(rand()),
+            properties: None,
+        }
+    }
+
+    /// A DISPOSITION with every field present or absent and `state` from `state`.
+    fn random_disposition(rand: &mut impl FnMut() -> u64, state: Option<DeliveryState>) -> Disposition {
+        Disposition {
+            role: if rand() & 1 == 0 { Role::Sender } else { Role::Receiver },
+            first: some_uint(rand()).unwrap_or(3),
+            last: some_uint(rand()),
+            settled: some_bool(rand()),
+            state,
+            batchable: some_bool(rand()),
+        }
+    }
+
     fn samples() -> Vec<Vec<u8>> {
         let flow = Flow {
             next_incoming_id: Some(1),
@@ -610,13 +669,7 @@ mod tests {
     /// produces the same value; and the fast path never consumes input it declines.
     #[test]
     fn fast_paths_agree_with_the_general_decoders_on_mutated_input() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rand = rng(0x2545_f491_4f6c_dd1d);
         let mut accepted = 0;
         for base in samples() {
             for round in 0..20_000 {
@@ -657,13 +710,7 @@ mod tests {
     /// field present or absent and every width of every uint.
     #[test]
     fn first_transfer_encodes_as_the_transfer_it_stands_for() {
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rand = rng(0x2545_f491_4f6c_dd1d);
         let uint = |r: u64| -> u32 {
             match r % 4 {
                 0 => 0,
@@ -677,7 +724,7 @@ mod tests {
             let bytes: Vec<u8> = (0..tag_len).map(|_| rand() as u8).collect();
             let tag = DeliveryTag::from_prefix(&bytes, tag_len).unwrap();
             let (handle, delivery_id, message_format, settled) =
-                (uint(rand()), uint(rand()), uint(rand()), rand() % 2 == 0);
+                (uint(rand()), uint(rand()), uint(rand()), rand() & 1 == 0);
             let t = Transfer {
                 handle,
                 delivery_id: Some(delivery_id),
@@ -697,29 +744,7 @@ mod tests {
 
     #[test]
     fn fast_encoders_agree_with_the_general_encoder() {
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let uint = |r: u64| -> Option<u32> {
-            match r % 5 {
-                0 => None,
-                1 => Some(0),
-                2 => Some((r >> 8) as u32 % 256),
-                3 => Some(256 + (r >> 8) as u32 % 1000),
-                _ => Some((r >> 16) as u32),
-            }
-        };
-        let boolean = |r: u64| -> Option<bool> {
-            match r % 3 {
-                0 => None,
-                1 => Some(true),
-                _ => Some(false),
-            }
-        };
+        let mut rand = rng(0x9e37_79b9_7f4a_7c15);
         let state = |r: u64| -> Option<DeliveryState> {
             match r % 5 {
                 0 => None,
@@ -739,47 +764,29 @@ mod tests {
             assert_eq!(a, b);
         };
         for _ in 0..20_000 {
-            let f = Flow {
-                next_incoming_id: uint(rand()),
-                incoming_window: uint(rand()).unwrap_or(7),
-                next_outgoing_id: uint(rand()).unwrap_or(0),
-                outgoing_window: uint(rand()).unwrap_or(u32::MAX),
-                handle: uint(rand()),
-                delivery_count: uint(rand()),
-                link_credit: uint(rand()),
-                available: uint(rand()),
-                drain: boolean(rand()),
-                echo: boolean(rand()),
-                properties: None,
-            };
+            let f = random_flow(&mut rand);
             check(&|o| f.encode(o), &|o| f.encode_general(o));
             let tag_len = (rand() % 34) as usize;
             let t = Transfer {
-                handle: uint(rand()).unwrap_or(1),
-                delivery_id: uint(rand()),
+                handle: some_uint(rand()).unwrap_or(1),
+                delivery_id: some_uint(rand()),
                 delivery_tag: if tag_len == 33 { None } else { DeliveryTag::from_slice(&[0xab; 32][..tag_len]) },
-                message_format: uint(rand()),
-                settled: boolean(rand()),
-                more: boolean(rand()),
+                message_format: some_uint(rand()),
+                settled: some_bool(rand()),
+                more: some_bool(rand()),
                 rcv_settle_mode: match rand() % 3 {
                     0 => None,
                     1 => Some(ReceiverSettleMode::First),
                     _ => Some(ReceiverSettleMode::Second),
                 },
                 state: state(rand()),
-                resume: boolean(rand()),
-                aborted: boolean(rand()),
-                batchable: boolean(rand()),
+                resume: some_bool(rand()),
+                aborted: some_bool(rand()),
+                batchable: some_bool(rand()),
             };
             check(&|o| t.encode(o), &|o| t.encode_general(o));
-            let d = Disposition {
-                role: if rand() % 2 == 0 { Role::Sender } else { Role::Receiver },
-                first: uint(rand()).unwrap_or(3),
-                last: uint(rand()),
-                settled: boolean(rand()),
-                state: state(rand()),
-                batchable: boolean(rand()),
-            };
+            let st = state(rand());
+            let d = random_disposition(&mut rand, st);
             check(&|o| d.encode(o), &|o| d.encode_general(o));
         }
         // A properties map takes the general path and still encodes the same.
@@ -790,46 +797,12 @@ mod tests {
 
     #[test]
     fn flows_decoded_into_a_reused_slot_match_the_general_decoder() {
-        let mut x: u64 = 0x5851_f42d_4c95_7f2d;
-        let mut rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let uint = |r: u64| -> Option<u32> {
-            match r % 5 {
-                0 => None,
-                1 => Some(0),
-                2 => Some((r >> 8) as u32 % 256),
-                3 => Some(256 + (r >> 8) as u32 % 1000),
-                _ => Some((r >> 16) as u32),
-            }
-        };
-        let boolean = |r: u64| -> Option<bool> {
-            match r % 3 {
-                0 => None,
-                1 => Some(true),
-                _ => Some(false),
-            }
-        };
+        let mut rand = rng(0x5851_f42d_4c95_7f2d);
         // One slot for every frame, as the engine keeps it: a field the decoder failed
         // to write would keep the previous frame's value.
         let mut slot = Flow::default();
         for _ in 0..20_000 {
-            let f = Flow {
-                next_incoming_id: uint(rand()),
-                incoming_window: uint(rand()).unwrap_or(7),
-                next_outgoing_id: uint(rand()).unwrap_or(0),
-                outgoing_window: uint(rand()).unwrap_or(u32::MAX),
-                handle: uint(rand()),
-                delivery_count: uint(rand()),
-                link_credit: uint(rand()),
-                available: uint(rand()),
-                drain: boolean(rand()),
-                echo: boolean(rand()),
-                properties: None,
-            };
+            let f = random_flow(&mut rand);
             let wire = f.to_bytes();
             assert!(Flow::decode_body_in(&wire, &mut slot), "{f:?}");
             assert_eq!(slot, f);
@@ -849,42 +822,16 @@ mod tests {
 
     #[test]
     fn dispositions_decoded_into_a_reused_slot_match_the_general_decoder() {
-        let mut x: u64 = 0x2d35_8dcc_aa6c_78a5;
-        let mut rand = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
-        let uint = |r: u64| -> Option<u32> {
-            match r % 4 {
-                0 => None,
-                1 => Some((r >> 8) as u32 % 256),
-                2 => Some(256 + (r >> 8) as u32 % 1000),
-                _ => Some((r >> 16) as u32),
-            }
-        };
-        let boolean = |r: u64| -> Option<bool> {
-            match r % 3 {
-                0 => None,
-                1 => Some(true),
-                _ => Some(false),
-            }
-        };
+        let mut rand = rng(0x2d35_8dcc_aa6c_78a5);
         let mut slot = Disposition::default();
         for _ in 0..20_000 {
-            let d = Disposition {
-                role: if rand() % 2 == 0 { Role::Sender } else { Role::Receiver },
-                first: uint(rand()).unwrap_or(0),
-                last: uint(rand()),
-                settled: boolean(rand()),
-                state: match rand() % 3 {
-                    0 => None,
-                    1 => Some(DeliveryState::Accepted),
-                    _ => Some(DeliveryState::Released),
-                },
-                batchable: boolean(rand()),
+            // The states the one-pass decoder takes.
+            let state = match rand() % 3 {
+                0 => None,
+                1 => Some(DeliveryState::Accepted),
+                _ => Some(DeliveryState::Released),
             };
+            let d = random_disposition(&mut rand, state);
             let wire = d.to_bytes();
             assert!(Disposition::decode_body_in(&wire, &mut slot), "{d:?}");
             assert_eq!(slot, d);
