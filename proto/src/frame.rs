@@ -5,7 +5,7 @@
 //! split off that buffer and frozen, so a TRANSFER payload handed to the broker is a
 //! `Bytes` slice of the very memory the socket read into: never copied.
 
-use crate::codec::{format, Decode, DecodeError, Decoder, Encode};
+use crate::codec::{Decode, DecodeError, Encode};
 use crate::types::{Disposition, Flow, Performative, SaslFrame, Transfer};
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 
@@ -270,8 +270,7 @@ impl RawFrame {
     /// this code that copy cost about a fifth of the decode.
     #[inline(always)]
     pub fn into_transfer_in(self, t: &mut Transfer) -> Result<Bytes, RawFrame> {
-        if let [format::DESCRIBED, format::SMALLULONG, 0x14, ..] = self.body[..] {
-            let mut d = Decoder::new(&self.body[3..]);
+        if let Some(mut d) = crate::types::fast::after_descriptor(&self.body, 0x14) {
             if crate::types::fast::transfer_into(&mut d, t) {
                 let at = 3 + d.position();
                 let mut payload = self.body;

@@ -336,8 +336,8 @@ enum SessionState {
     EndSent,
 }
 
-/// Where `on_frame`'s fast paths decode TRANSFER and FLOW frames in place, kept across
-/// the frames of one `process_frames` call.
+/// Where `on_frame`'s fast paths decode TRANSFER, FLOW and DISPOSITION frames in place,
+/// kept across the frames of one `process_frames` call.
 #[derive(Default)]
 struct Slots {
     transfer: Transfer,
@@ -709,8 +709,8 @@ impl Connection {
     // ---------------------------------------------------------------- input
 
     fn process_frames(&mut self) -> Result<(), ProtocolError> {
-        // TRANSFER and FLOW frames are decoded into these slots in place (see
-        // `into_transfer_in`, `flow_in`).
+        // TRANSFER, FLOW and DISPOSITION frames are decoded into these slots in place
+        // (see `on_frame`).
         let mut slots = Slots::default();
         loop {
             match self.phase {
@@ -792,15 +792,20 @@ impl Connection {
             return Ok(()); // heartbeat
         }
         let channel = frame.channel;
-        // TRANSFER and FLOW, the commonest frames, in their usual shapes: decoded
-        // straight into the caller's slots and handed to their handlers by reference,
-        // without building a `Performative` and moving it through the general dispatch.
+        // TRANSFER, FLOW and DISPOSITION, the commonest frames, in their usual shapes:
+        // decoded straight into the caller's slots and handed to their handlers by
+        // reference, without building a `Performative` and moving it through the general
+        // dispatch (whose checks they make: a FLOW or DISPOSITION on a session we have
+        // ended is ignored, as `on_performative` ignores it).
         let frame = match self.phase {
             Phase::Opened => match frame.into_transfer_in(&mut slots.transfer) {
                 Ok(payload) => return self.on_transfer_frame(channel, &slots.transfer, payload),
-                Err(frame) if frame.flow_in(&mut slots.flow) => return self.on_flow_frame(channel, &slots.flow),
+                Err(frame) if frame.flow_in(&mut slots.flow) => {
+                    return self.live_session(channel)?.map_or(Ok(()), |local| self.on_flow(local, &slots.flow));
+                }
                 Err(frame) if frame.disposition_in(&mut slots.disposition) => {
-                    return self.on_disposition_frame(channel, &mut slots.disposition)
+                    let d = &mut slots.disposition;
+                    return self.live_session(channel)?.map_or(Ok(()), |local| self.on_disposition(local, d));
                 }
                 Err(frame) => frame,
             },
@@ -1183,25 +1188,6 @@ impl Connection {
 
     /// A TRANSFER decoded by the fast path: the channel checks `on_performative`
     /// makes for every session frame, then [`Connection::on_transfer`].
-    /// A DISPOSITION taken by `on_frame`'s fast path: dispatched as `on_performative`
-    /// would.
-    fn on_disposition_frame(&mut self, channel: u16, d: &mut Disposition) -> Result<(), ProtocolError> {
-        let (local, ended) = self.local_session(channel)?;
-        if ended {
-            return Ok(()); // ignored until the peer acknowledges our END
-        }
-        self.on_disposition(local, d)
-    }
-
-    /// A FLOW taken by `on_frame`'s fast path: dispatched as `on_performative` would.
-    fn on_flow_frame(&mut self, channel: u16, f: &Flow) -> Result<(), ProtocolError> {
-        let (local, ended) = self.local_session(channel)?;
-        if ended {
-            return Ok(()); // ignored until the peer acknowledges our END
-        }
-        self.on_flow(local, f)
-    }
-
     fn on_transfer_frame(&mut self, channel: u16, t: &Transfer, payload: Bytes) -> Result<(), ProtocolError> {
         let (local, ended) = self.local_session(channel)?;
         if ended {
@@ -1210,6 +1196,12 @@ impl Connection {
             return Ok(());
         }
         self.on_transfer(local, t, payload)
+    }
+
+    /// [`Connection::local_session`], or `None` when we have ended it.
+    fn live_session(&self, channel: u16) -> Result<Option<u16>, ProtocolError> {
+        let (local, ended) = self.local_session(channel)?;
+        Ok((!ended).then_some(local))
     }
 
     /// The local session of the peer's channel, and whether we have ended it (then

@@ -170,6 +170,16 @@ macro_rules! field {
     };
 }
 
+/// A decoder at the list of a frame body that starts with the performative `code`'s
+/// small descriptor (`00 53 code`), the only shape the one-pass decoders take.
+#[inline(always)]
+pub(crate) fn after_descriptor(body: &[u8], code: u8) -> Option<Decoder<'_>> {
+    match *body {
+        [format::DESCRIBED, format::SMALLULONG, c, ..] if c == code => Some(Decoder::new(&body[3..])),
+        _ => None,
+    }
+}
+
 /// FLOW in one pass (no properties map).
 #[inline(always)]
 pub(crate) fn flow(d: &mut Decoder<'_>) -> Option<Flow> {

@@ -146,10 +146,7 @@ impl Flow {
     /// ignored; [`Performative::decode_body`] then decodes the body or reports why not.
     #[inline(always)]
     pub fn decode_body_in(body: &[u8], f: &mut Flow) -> bool {
-        if let [format::DESCRIBED, format::SMALLULONG, 0x13, ..] = *body {
-            return super::fast::flow_into(&mut Decoder::new(&body[3..]), f);
-        }
-        false
+        super::fast::after_descriptor(body, 0x13).is_some_and(|mut d| super::fast::flow_into(&mut d, f))
     }
 
     /// drain with its default applied.
@@ -231,10 +228,7 @@ impl Disposition {
     /// [`Performative::decode_body`] decodes the body or reports why not.
     #[inline(always)]
     pub fn decode_body_in(body: &[u8], x: &mut Disposition) -> bool {
-        if let [format::DESCRIBED, format::SMALLULONG, 0x15, ..] = *body {
-            return super::fast::disposition_into(&mut Decoder::new(&body[3..]), x);
-        }
-        false
+        super::fast::after_descriptor(body, 0x15).is_some_and(|mut d| super::fast::disposition_into(&mut d, x))
     }
 
     /// last with its default (first) applied.
