@@ -28,6 +28,7 @@ pub fn global(settings: Settings) -> std::io::Result<Arc<Global>> {
         shutting_down: AtomicBool::new(false),
         ready: AtomicUsize::new(0),
         recovered: std::sync::Mutex::new(Vec::new()),
+        events_dir: Arc::new(crate::broker::directory::EventsDirectory::default()),
         store_ok: (0..shards).map(|_| Arc::new(AtomicBool::new(true))).collect(),
     }))
 }

@@ -963,3 +963,181 @@ fn a_forgotten_events_store_channel_keeps_its_sequence() {
     c.engine().grant_credit(r, 10, false).unwrap();
     assert_eq!(body(&c.receive(r, WAIT).unwrap()), b"second");
 }
+
+// ====================================================================== where events channels live
+
+/// The shard of each events channel on `GET /api/channels`, by name.
+fn events_channel_shards(b: &Broker) -> Vec<(String, u64)> {
+    let (status, json) = b.http("/api/channels").unwrap();
+    assert_eq!(status, 200, "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let mut out: Vec<(String, u64)> = v["channels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["pattern"] == "events")
+        .map(|c| (c["channel"].as_str().unwrap().to_owned(), c["shard"].as_u64().unwrap()))
+        .collect();
+    out.sort();
+    out
+}
+
+/// Channel names whose hashed home is shard 0 for half of them and shard 1 for the
+/// other half (the hash is what placed an events channel before it followed its
+/// subscribers).
+fn names_on_both_hashed_homes(prefix: &str) -> Vec<String> {
+    use sluice::broker::address::ChannelKey;
+    use sluice::config::Pattern;
+    let home = |n: &String| ChannelKey::new(Pattern::Events, n).home(2);
+    let all: Vec<String> = (0..64).map(|i| format!("{prefix}-{i}")).collect();
+    let mut picked: Vec<String> = all.iter().filter(|n| home(n) == 0).take(3).cloned().collect();
+    picked.extend(all.iter().filter(|n| home(n) == 1).take(3).cloned());
+    assert_eq!(picked.len(), 6);
+    picked
+}
+
+/// An events channel lives on the shard of its first subscriber, whatever its name
+/// hashes to; later subscribers elsewhere join it there; once nobody subscribes and it
+/// is forgotten, its next first subscriber places it again.
+#[test]
+fn an_events_channel_lives_on_the_shard_of_its_first_subscriber() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "2")]);
+    let names = names_on_both_hashed_homes("follow");
+    let mut sub = Client::connect(b.addr(), "sub").unwrap();
+    let sch = sub.begin().unwrap();
+    let mut rs = Vec::new();
+    for n in &names {
+        let r = sub.attach_receiver(sch, n, Some(&format!("events/{n}")), &LinkOptions::default()).unwrap();
+        sub.engine().grant_credit(r, 100, false).unwrap();
+        rs.push(r);
+    }
+    sub.flush().unwrap();
+    let mut p = Client::connect(b.addr(), "pub").unwrap();
+    let pch = p.begin().unwrap();
+    let shards = b.connection_shards();
+    let (sub_shard, pub_shard) = (shards["sub"], shards["pub"]);
+    assert_ne!(sub_shard, pub_shard, "both connections on one shard: {shards:?}");
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    let mut ss = Vec::new();
+    for n in &names {
+        let s = p.attach_sender(pch, n, Some(&format!("events/{n}")), &presettled).unwrap();
+        p.wait_credit(s).unwrap();
+        p.send(s, data_message(n.as_bytes()), true).unwrap();
+        ss.push(s);
+    }
+    p.flush().unwrap();
+    for (n, r) in names.iter().zip(&rs) {
+        assert_eq!(body(&sub.receive(*r, WAIT).unwrap()), n.as_bytes(), "published on the other shard");
+    }
+    let expected: Vec<(String, u64)> = {
+        let mut v: Vec<_> = names.iter().map(|n| (n.clone(), sub_shard)).collect();
+        v.sort();
+        v
+    };
+    assert_eq!(events_channel_shards(&b), expected, "every channel on its subscriber's shard, once");
+
+    // A subscriber on the publisher's shard joins the channel where it is.
+    let joiner =
+        p.attach_receiver(pch, "joiner", Some(&format!("events/{}", names[0])), &LinkOptions::default()).unwrap();
+    p.engine().grant_credit(joiner, 10, false).unwrap();
+    p.pump(Duration::from_millis(100)).unwrap();
+    p.send(ss[0], data_message(b"both"), true).unwrap();
+    p.flush().unwrap();
+    assert_eq!(body(&p.receive(joiner, WAIT).unwrap()), b"both");
+    assert_eq!(body(&sub.receive(rs[0], WAIT).unwrap()), b"both");
+    assert_eq!(events_channel_shards(&b), expected, "the channel did not move or split");
+
+    // Nobody left on the first channel: it is forgotten after a few seconds, and its
+    // next first subscriber (on the publisher's shard) places it there.
+    p.engine().detach(joiner, None);
+    p.flush().unwrap();
+    sub.engine().detach(rs[0], None);
+    sub.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while events_channel_shards(&b).iter().any(|(n, _)| *n == names[0]) {
+        assert!(Instant::now() < deadline, "the idle channel was never forgotten");
+        sub.pump(Duration::from_millis(200)).unwrap();
+        p.pump(Duration::from_millis(10)).unwrap();
+    }
+    let back = p.attach_receiver(pch, "back", Some(&format!("events/{}", names[0])), &LinkOptions::default()).unwrap();
+    p.engine().grant_credit(back, 10, false).unwrap();
+    p.pump(Duration::from_millis(100)).unwrap();
+    let at = events_channel_shards(&b);
+    assert!(at.contains(&(names[0].clone(), pub_shard)), "placed by its new first subscriber: {at:?}");
+    // Published from the other shard, it follows the channel to its new home.
+    let s2 = sub.attach_sender(sch, "s2", Some(&format!("events/{}", names[0])), &presettled).unwrap();
+    sub.wait_credit(s2).unwrap();
+    sub.send(s2, data_message(b"moved"), true).unwrap();
+    sub.flush().unwrap();
+    assert_eq!(body(&p.receive(back, WAIT).unwrap()), b"moved");
+}
+
+/// A publisher's shard that has just found a channel without subscribers (and dropped
+/// its event) learns of the first subscriber before the subscriber's attach is
+/// answered: the first event after the attach always arrives.
+#[test]
+fn the_first_event_after_an_attach_arrives_even_where_the_channel_was_just_unsubscribed() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "2")]);
+    let mut sub = Client::connect(b.addr(), "sub").unwrap();
+    let sch = sub.begin().unwrap();
+    let mut p = Client::connect(b.addr(), "pub").unwrap();
+    let pch = p.begin().unwrap();
+    let shards = b.connection_shards();
+    assert_ne!(shards["sub"], shards["pub"], "both connections on one shard: {shards:?}");
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    let hold = props(&[("x-opt-sluice-events-buffer", Value::Uint(10))]);
+    let mut missed = Vec::new();
+    for (i, n) in names_on_both_hashed_homes("first").iter().enumerate().cycle().take(24) {
+        let addr = format!("events/{n}");
+        let s = p.attach_sender(pch, &format!("s{i}"), Some(&addr), &presettled).unwrap();
+        p.wait_credit(s).unwrap();
+        // Nobody subscribes yet: dropped, and the publisher's shard remembers that.
+        p.send(s, data_message(b"before"), true).unwrap();
+        p.flush().unwrap();
+        p.pump(Duration::from_millis(20)).unwrap();
+        // Held if it meets the subscription before its credit does: this test is about
+        // where the event goes, not about the race between a FLOW and a publish.
+        let r = sub.attach_receiver(sch, &format!("r{i}"), Some(&addr), &hold).unwrap();
+        sub.engine().grant_credit(r, 10, false).unwrap();
+        sub.flush().unwrap();
+        p.send(s, data_message(b"after"), true).unwrap();
+        p.flush().unwrap();
+        match sub.receive(r, Duration::from_secs(2)) {
+            Ok(d) => assert_eq!(body(&d), b"after", "{n}: the event before the attach met no one"),
+            Err(_) => missed.push(n.clone()),
+        }
+        sub.engine().detach(r, None);
+        p.engine().detach(s, None);
+        sub.flush().unwrap();
+        p.flush().unwrap();
+    }
+    assert!(missed.is_empty(), "first events after the attach lost on {missed:?}");
+}
+
+/// A subscription refused for the channel limit leaves nothing behind: the next first
+/// subscriber, on a shard with room, places the channel there.
+#[test]
+fn an_events_subscription_refused_for_the_channel_limit_does_not_place_the_channel() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "2"), ("SLUICE_MAX_CHANNELS", "1")]);
+    let mut a = Client::connect(b.addr(), "a").unwrap();
+    let ach = a.begin().unwrap();
+    a.attach_receiver(ach, "x", Some("events/full-x"), &LinkOptions::default()).unwrap();
+    let err = a.attach_receiver(ach, "y", Some("events/full-y"), &LinkOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("too many channels"), "{err}");
+    let mut c = Client::connect(b.addr(), "c").unwrap();
+    let cch = c.begin().unwrap();
+    let shards = b.connection_shards();
+    assert_ne!(shards["a"], shards["c"], "both connections on one shard: {shards:?}");
+    let r = c.attach_receiver(cch, "y", Some("events/full-y"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    c.flush().unwrap();
+    let at = events_channel_shards(&b);
+    assert!(at.contains(&("full-y".to_owned(), shards["c"])), "{at:?}");
+    let s = a
+        .attach_sender(ach, "s", Some("events/full-y"), &LinkOptions { presettled: true, ..Default::default() })
+        .unwrap();
+    a.wait_credit(s).unwrap();
+    a.send(s, data_message(b"y"), true).unwrap();
+    a.flush().unwrap();
+    assert_eq!(body(&c.receive(r, WAIT).unwrap()), b"y");
+}

@@ -67,11 +67,15 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
             (tiny_http::Method::Get, "/api/channels") => {
                 let channels: Vec<_> = collect(&global)
                     .into_iter()
-                    .flat_map(|s| s.channels)
-                    .map(|c| {
+                    .flat_map(|s| {
+                        let shard = s.shard;
+                        s.channels.into_iter().map(move |c| (shard, c))
+                    })
+                    .map(|(shard, c)| {
                         serde_json::json!({
                             "pattern": c.key.pattern.as_str(),
                             "channel": &*c.key.name,
+                            "shard": shard,
                             "undelivered": c.undelivered,
                             "outstanding": c.outstanding,
                             "consumers": c.consumers,

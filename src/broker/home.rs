@@ -3,6 +3,7 @@
 //! with more of them, which the shard router delivers.
 
 use super::address::ChannelKey;
+use super::directory::EventsDirectory;
 use super::message::SelectorView;
 use super::selector::Selector;
 use super::{Msg, Outcome, PublishRefusal, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
@@ -143,6 +144,9 @@ pub struct Home {
     rpcs: HashMap<ChannelKey, RpcChan>,
     /// Counters.
     pub stats: HomeStats,
+    /// This shard and the process's events directory (None in a home of its own, as
+    /// in unit tests: every events channel is then kept here).
+    pub events_dir: Option<(u16, Arc<EventsDirectory>)>,
 }
 
 /// Credit as the home sees it: the connection's credit minus deliveries on their way.
@@ -210,6 +214,7 @@ impl Home {
             stores: HashMap::default(),
             rpcs: HashMap::default(),
             stats: HomeStats::default(),
+            events_dir: None,
         }
     }
 
@@ -300,7 +305,14 @@ impl Home {
                 && q.consumers.is_empty()
                 && q.counters.idle(now_ms))
         });
-        self.events.retain(|_, e| !(e.subs.is_empty() && e.counters.idle(now_ms)));
+        // An events channel goes only when the directory agrees (no subscription on
+        // its way here), and takes its entry with it.
+        let dir = &self.events_dir;
+        self.events.retain(|k, e| {
+            !(e.subs.is_empty()
+                && e.counters.idle(now_ms)
+                && dir.as_ref().is_none_or(|(shard, dir)| dir.forget(k, *shard)))
+        });
         self.rpcs.retain(|_, r| !(r.responders.is_empty() && r.waiting.is_empty() && r.counters.idle(now_ms)));
         self.stores.retain(|_, s| {
             !((s.next_seq == 1 || marks_kept)
@@ -421,6 +433,11 @@ impl Home {
             }
             ShardMsg::Subscribe { key, sub, .. } if !self.has_room_for(&key) => {
                 self.stats.channel_limit += 1;
+                if key.pattern == Pattern::Events {
+                    if let Some((_, dir)) = &self.events_dir {
+                        dir.refused(&key);
+                    }
+                }
                 let r = PublishRefusal::TooManyChannels;
                 let why = (r.condition(), r.description().to_owned());
                 out.push(ShardMsg::SubscribeDone { sub, result: Err(why) });
@@ -544,7 +561,13 @@ impl Home {
             }
             Pattern::Events => {
                 if let Some(e) = self.events.get_mut(&key) {
+                    let before = e.subs.len();
                     e.subs.retain(|s| s.sub != sub);
+                    if e.subs.len() < before {
+                        if let Some((_, dir)) = &self.events_dir {
+                            dir.release(&key);
+                        }
+                    }
                     // A group's round-robin position goes with its last member.
                     let live: std::collections::HashSet<&str> =
                         e.subs.iter().filter_map(|s| s.group.as_deref()).collect();

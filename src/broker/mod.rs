@@ -3,6 +3,7 @@
 //! [`ShardMsg`]s routed by the shard router.
 
 pub mod address;
+pub mod directory;
 pub mod home;
 pub mod message;
 pub mod selector;

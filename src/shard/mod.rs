@@ -5,9 +5,10 @@
 
 pub mod metrics;
 
+use crate::broker::directory::RouteCache;
 use crate::broker::home::Home;
 use crate::broker::{now_ms, ShardMsg};
-use crate::config::Settings;
+use crate::config::{Pattern, Settings};
 use glommio::channels::channel_mesh::{MeshBuilder, Senders};
 use metrics::{AdminRequest, ShardCounters};
 use std::cell::{Cell, RefCell};
@@ -54,6 +55,8 @@ pub struct Global {
     pub auth: Arc<crate::auth::Authenticator>,
     /// Per shard: its store can write (produce credit towards its channels stops when not).
     pub store_ok: Vec<std::sync::Arc<AtomicBool>>,
+    /// The homes of the events channels (the shard of each one's first subscriber).
+    pub events_dir: Arc<crate::broker::directory::EventsDirectory>,
     /// What recovery found, per shard; each shard takes its own at start-up.
     pub recovered: std::sync::Mutex<Vec<Option<crate::store::recovery::RecoveredShard>>>,
 }
@@ -121,6 +124,8 @@ pub struct Shard {
     /// Wall clock (epoch ms) read once per driver turn, ring batch or tick: the
     /// homes use it instead of reading the clock for every message.
     clock_ms: Cell<u64>,
+    /// What this shard has read from `global.events_dir`.
+    routes: RefCell<RouteCache>,
     /// Counters for metrics (plain cells, aggregated at scrape time).
     pub counters: ShardCounters,
     /// Connection and link details for the admin API, refreshed by each driver.
@@ -147,9 +152,41 @@ impl Shard {
         t
     }
 
+    /// Where a message must be handled: [`ShardMsg::destination`], except for the
+    /// messages of an events channel, whose home is the shard of its first subscriber
+    /// (`broker::directory`). None: events published to a channel nobody subscribes
+    /// to, dropped here rather than sent to another shard to be dropped there.
+    fn destination(&self, m: &ShardMsg) -> Option<usize> {
+        if self.shards > 1 {
+            let dir = &self.global.events_dir;
+            let lookup = |key| self.routes.borrow_mut().lookup(dir, key).map(usize::from);
+            match m {
+                ShardMsg::Subscribe { key, sub, .. } if key.pattern == Pattern::Events => {
+                    return Some(dir.claim(key, sub.shard) as usize);
+                }
+                ShardMsg::PublishBatch { key, .. } if key.pattern == Pattern::Events => return lookup(key),
+                // An unsettled publish is answered by the hashed home when nobody
+                // subscribes; a subscription's messages always find its home.
+                ShardMsg::Publish { key, .. } | ShardMsg::Credit { key, .. } | ShardMsg::Unsubscribe { key, .. }
+                    if key.pattern == Pattern::Events =>
+                {
+                    return Some(lookup(key).unwrap_or_else(|| key.home(self.shards)));
+                }
+                _ => {}
+            }
+        }
+        Some(m.destination(self.shards))
+    }
+
     /// Send a message to wherever it must be handled.
     pub fn route(&self, m: ShardMsg) {
-        let dest = m.destination(self.shards);
+        if let Some(dest) = self.destination(&m) {
+            self.route_to(dest, m);
+        }
+    }
+
+    /// Send a message to the shard `dest` (this one, or `usize::MAX`: handled here).
+    fn route_to(&self, dest: usize, m: ShardMsg) {
         if dest == self.id as usize || dest == usize::MAX {
             match m.connection() {
                 // Bound for a connection of this shard: straight into its inbox.
@@ -198,14 +235,13 @@ impl Shard {
                     // The home's output in order: connection-bound messages straight
                     // to their inboxes, home-bound ones back into the local queue.
                     for o in out.drain(..) {
-                        let dest = o.destination(self.shards);
-                        if dest == self.id as usize {
-                            match o.connection() {
+                        match self.destination(&o) {
+                            Some(dest) if dest == self.id as usize => match o.connection() {
                                 Some(conn) => self.to_inbox_cached(conn, o, &mut last),
                                 None => self.local.borrow_mut().push_back(o),
-                            }
-                        } else {
-                            self.route(o);
+                            },
+                            Some(dest) => self.route_to(dest, o),
+                            None => {}
                         }
                     }
                 }
@@ -332,6 +368,7 @@ async fn shard_main(
         max_channels: settings.max_channels,
     };
     home.restore(recovered);
+    home.events_dir = Some((id, global.events_dir.clone()));
     let health = crate::store::Health { healthy: global.store_ok[id as usize].clone() };
     let tls = crate::net::tls::server_config(&global.settings)
         .map_err(std::io::Error::other)?
@@ -351,6 +388,7 @@ async fn shard_main(
         pumping: Cell::new(false),
         home_out: Cell::new(Vec::new()),
         clock_ms: Cell::new(now_ms()),
+        routes: RefCell::new(RouteCache::default()),
         counters: ShardCounters::default(),
         registry: RefCell::new(metrics::Registry::default()),
         journals: [qj, ej],
