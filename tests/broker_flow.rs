@@ -1141,3 +1141,57 @@ fn an_events_subscription_refused_for_the_channel_limit_does_not_place_the_chann
     a.flush().unwrap();
     assert_eq!(body(&c.receive(r, WAIT).unwrap()), b"y");
 }
+
+/// A peer that keeps creating and dropping events channels (each first attach and each
+/// forgotten channel makes every shard's route cache start over) does not disturb a
+/// stream published on one shard to a subscriber on the other: every event arrives,
+/// once and in order.
+#[test]
+fn events_channels_coming_and_going_do_not_disturb_another_stream() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "2")]);
+    let mut sub = Client::connect(b.addr(), "sub").unwrap();
+    let sch = sub.begin().unwrap();
+    let r = sub.attach_receiver(sch, "r", Some("events/steady"), &LinkOptions::default()).unwrap();
+    sub.engine().grant_credit(r, 100_000, false).unwrap();
+    sub.pump(Duration::from_millis(100)).unwrap();
+    let (mut p, s) = presettled_publisher(&b, "events/steady");
+    p.wait_credit(s).unwrap();
+    let shards = b.connection_shards();
+    assert_ne!(shards["sub"], shards["pub"], "both connections on one shard: {shards:?}");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let churner = {
+        let (addr, stop) = (b.addr(), stop.clone());
+        std::thread::spawn(move || {
+            let mut c = Client::connect(addr, "churn").unwrap();
+            let ch = c.begin().unwrap();
+            let mut rounds = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let l = c
+                    .attach_receiver(
+                        ch,
+                        &format!("c{rounds}"),
+                        Some(&format!("events/churn-{rounds}")),
+                        &LinkOptions::default(),
+                    )
+                    .unwrap();
+                c.engine().detach(l, None);
+                c.flush().unwrap();
+                rounds += 1;
+            }
+            rounds
+        })
+    };
+    const BURST: u32 = 500;
+    for burst in 0..100 {
+        publish_indexed(&mut p, s, burst * BURST, BURST);
+        for i in burst * BURST..(burst + 1) * BURST {
+            let d = sub.receive(r, WAIT).unwrap_or_else(|e| panic!("event {i}: {e:?}"));
+            assert_eq!(body(&d), i.to_be_bytes(), "event {i}");
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let rounds = churner.join().unwrap();
+    assert!(rounds >= 20, "the churner attached only {rounds} channels");
+    assert!(no_delivery_within(&mut sub, r, Duration::from_millis(200)));
+    assert_eq!(b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap_or(0.0), 0.0);
+}
