@@ -2517,3 +2517,70 @@ fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
     let id = c.send(l, data_message(b"x"), false).unwrap();
     assert_eq!(c.wait_outcome(l, id).unwrap(), Some(DeliveryState::Accepted));
 }
+
+/// A stream of FLOW frames on a connection with many events-store subscriptions:
+/// every session FLOW used to walk all of the connection's subscriptions (and every
+/// link FLOW too), so 400,000 frames of 30 bytes against 2,000 subscriptions cost
+/// minutes of the shard's CPU, during which everyone on that shard waited. Now each
+/// FLOW costs the same whatever the links: the connection answers a request sent
+/// after the whole stream within the usual wait, and a bystander on the same (only)
+/// shard is served throughout.
+#[test]
+fn a_stream_of_flow_frames_costs_no_walk_over_every_link() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "1")]);
+    let by = Bystander::start(&b, "flow-stream");
+    let mut p = Peer::handshake(&b, "flow-streamer");
+    const SESSIONS: u16 = 8;
+    const LINKS: u32 = 250;
+    let mut bytes = Vec::new();
+    for ch in 0..SESSIONS {
+        bytes.extend(begin(ch));
+        for h in 0..LINKS {
+            let name = format!("sub-{ch}-{h}");
+            bytes.extend(attach_frame(
+                ch,
+                h,
+                &name,
+                Role::Receiver,
+                Some("events-store/flow-stream"),
+                SenderSettleMode::Settled,
+            ));
+        }
+    }
+    p.send(&bytes);
+    let attached = |g: &[In]| g.iter().filter(|i| matches!(i, In::Amqp(_, Performative::Attach(_)))).count();
+    assert!(
+        p.wait(WAIT * 3, |g| attached(g) == (SESSIONS as usize) * LINKS as usize),
+        "{} of {} subscriptions attached",
+        attached(&p.got),
+        SESSIONS as u32 * LINKS
+    );
+    // 400,000 session FLOWs (no handle), then one more ATTACH whose answer shows the
+    // broker has worked through all of them.
+    let one = flow(0, None, None);
+    let mut stream = Vec::with_capacity(one.len() * 10_000);
+    for _ in 0..10_000 {
+        stream.extend(&one);
+    }
+    let mut w = p.s.try_clone().unwrap();
+    let writer = std::thread::spawn(move || {
+        for _ in 0..40 {
+            w.write_all(&stream).unwrap();
+        }
+        w.write_all(&attach_frame(
+            0,
+            LINKS,
+            "after-the-stream",
+            Role::Receiver,
+            Some("events-store/flow-stream"),
+            SenderSettleMode::Settled,
+        ))
+        .unwrap();
+    });
+    let before = attached(&p.got);
+    let answered = p.wait(WAIT * 3, |g| attached(g) > before);
+    writer.join().unwrap();
+    assert!(answered, "the ATTACH after the FLOW stream was not answered: {}", p.performatives().count());
+    assert!(p.close_frame().is_none(), "FLOW frames are no error: {:?}", p.close_frame());
+    by.finish(&b);
+}

@@ -606,13 +606,22 @@ impl Home {
             s.trim(now_ms, retention);
             s.expire_parked(now_ms, out);
         }
+        // Records cut by a failed commit: the live messages recorded in those
+        // segments are appended again before what that commit gave up is released.
+        let suspect = self.queues_journal.borrow_mut().take_suspects();
+        if !suspect.is_empty() {
+            for q in self.queues.values_mut() {
+                q.relocate(&suspect);
+            }
+            self.queues_journal.borrow_mut().redo_done();
+        }
         // A few old messages must not pin every later segment: re-append the live
         // messages of the oldest segment so that it can be deleted.
         let pinned = self.queues_journal.borrow().oldest_pinned();
         if let Some((seg, live)) = pinned {
             if live <= 10_000 {
                 for q in self.queues.values_mut() {
-                    q.relocate(seg);
+                    q.relocate(&[seg]);
                 }
             }
         }
@@ -796,16 +805,17 @@ impl QueueChan {
         self.dispatch(now_ms, out);
     }
 
-    /// Re-append the live messages whose publish record is in segment `seg`.
-    fn relocate(&mut self, seg: u64) {
+    /// Re-append the live messages whose publish record is in one of `segs`; each
+    /// old segment is given up only when the new records are on disk.
+    fn relocate(&mut self, segs: &[u64]) {
         let mut j = self.journal.borrow_mut();
         let items = self.ready.iter_mut().chain(self.unacked.values_mut().map(|u| &mut u.item));
-        for item in items.filter(|i| i.seg == seg) {
+        for item in items.chain(self.moving.values_mut()).filter(|i| segs.contains(&i.seg)) {
             let new = j.queue_publish(&self.key, item.id, item.msg.received_ms, &item.msg.payload);
             if item.receive_count > 0 {
                 j.queue_delivered(&self.key, item.id, item.receive_count);
             }
-            j.unref(seg);
+            j.moved_from(item.seg);
             item.seg = new;
         }
     }
@@ -1607,5 +1617,40 @@ impl RpcChan {
         for r in &mut self.responders {
             r.credit.finish_drain(r.sub, out);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::LogKind;
+    use std::collections::BTreeMap;
+
+    /// Compaction whose commit fails: the next tick appends the message again, and
+    /// only the commit of that copy lets the original segment go (before, nothing
+    /// appended it again and the original segment was deleted with the next commit:
+    /// the accepted message then lived in memory only).
+    #[test]
+    fn a_message_whose_compacted_copy_was_cut_is_appended_again() {
+        let qj = Rc::new(RefCell::new(Journal::enabled(LogKind::Queues, 1, BTreeMap::new())));
+        let ej = Rc::new(RefCell::new(Journal::disabled(LogKind::Events)));
+        let mut home = Home::new(0, Retention::default(), qj.clone(), ej);
+        let key = ChannelKey::new(Pattern::Queues, "compacted");
+        let mut out = Vec::new();
+        let msg = Msg { payload: bytes::Bytes::from_static(b"accepted"), received_ms: 1 };
+        home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+        assert!(qj.borrow_mut().simulate_commit(true).is_empty());
+        qj.borrow_mut().simulate_roll();
+        qj.borrow_mut().simulate_roll();
+        let (first, _) = qj.borrow().oldest_pinned().expect("segment 1 is pinned by the message");
+        home.tick(2, &mut out); // compaction: the message is appended to the active segment
+        assert!(qj.borrow_mut().simulate_commit(false).is_empty(), "that commit fails");
+        assert!(!qj.borrow_mut().simulate_commit(true).contains(&first), "deleted with its copy cut");
+        home.tick(3, &mut out); // appended again
+        let gone = qj.borrow_mut().simulate_commit(true);
+        assert!(gone.contains(&first), "the original segment goes once the copy is on disk: {gone:?}");
+        let q = &home.queues[&key];
+        let item = q.ready.front().expect("the message is still queued");
+        assert!(!gone.contains(&item.seg), "its current segment {} is kept", item.seg);
     }
 }

@@ -193,6 +193,9 @@ struct Driver {
     held: VecDeque<Held>,
     /// Payload bytes in `held`.
     held_bytes: u64,
+    /// An events-store ring stopped because deliveries waited behind the session
+    /// window: the rings are pumped again once nothing waits.
+    rings_behind_held: bool,
     reject: Option<Error>,
     read_size: usize,
     /// Wall clock (ms since the epoch) read once per driver turn.
@@ -287,6 +290,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         next_request: 1,
         held: VecDeque::new(),
         held_bytes: 0,
+        rings_behind_held: false,
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
         read_size: READ_MIN,
         epoch_ms: now_ms(),
@@ -1175,7 +1179,11 @@ impl Driver {
         let pattern = pattern_index(key.pattern);
         let mut sent_next = None;
         loop {
-            if self.engine.link_credit(link) == 0 || !self.held.is_empty() {
+            if self.engine.link_credit(link) == 0 {
+                break;
+            }
+            if !self.held.is_empty() {
+                self.rings_behind_held = true;
                 break;
             }
             let Some((seq, msg)) = ring.ring.pop() else { break };
@@ -1190,6 +1198,7 @@ impl Driver {
                 Ok(_) => add(&self.shard.counters.transfers_out[pattern], 1),
                 Err(UsageError::SessionWindow) => {
                     self.hold(Held { link, token: 0, payload: msg.payload, settled: true });
+                    self.rings_behind_held = true;
                     break;
                 }
                 Err(_) => break,
@@ -1331,7 +1340,14 @@ impl Driver {
         self.held.push_back(h);
     }
 
+    /// Send what waits behind the session window, as far as the window allows; once
+    /// nothing waits any more, the events-store rings that stopped behind it go on.
+    /// Costs nothing when nothing waits (every session FLOW calls it: a stream of
+    /// FLOW frames must not cost a walk over every link each).
     fn retry_held(&mut self) {
+        if self.held.is_empty() && !self.rings_behind_held {
+            return;
+        }
         while let Some(h) = self.held.pop_front() {
             self.held_bytes -= h.payload.len() as u64;
             let Some(ctx) = self.links.get(&h.link) else { continue };
@@ -1346,6 +1362,7 @@ impl Driver {
             }
             self.send_consumed(h.link, pattern, h.token, h.payload, h.settled);
         }
+        self.rings_behind_held = false;
         let rings: Vec<LinkId> = self
             .links
             .iter()

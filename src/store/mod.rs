@@ -201,6 +201,17 @@ pub struct Journal {
     rolling: bool,
     waker: Option<Waker>,
     healthy: bool,
+    /// Segments given up by messages re-appended since the last commit was taken
+    /// ([`Journal::moved_from`]): released only when the commit that carries the new
+    /// records is on disk, never before (a segment deleted while the copies of its
+    /// messages were still in memory would lose them in a crash).
+    moved: Vec<u64>,
+    /// `moved` of commits that failed: their new records were cut, so these wait until
+    /// the messages of `suspect` have been appended again ([`Journal::redo_done`]).
+    held_moved: Vec<u64>,
+    /// Segments that had records cut by a failed commit: the live messages recorded
+    /// there are appended again ([`Journal::take_suspects`]).
+    suspect: Vec<u64>,
     /// Counters.
     pub stats: JournalStats,
 }
@@ -225,6 +236,9 @@ impl Journal {
             rolling: false,
             waker: None,
             healthy: true,
+            moved: Vec::new(),
+            held_moved: Vec::new(),
+            suspect: Vec::new(),
             stats: JournalStats::default(),
         }
     }
@@ -388,10 +402,55 @@ impl Journal {
         self.write_snapshot();
     }
 
-    /// A live record in `seg` is no longer needed.
+    /// A live record in `seg` is no longer needed (the message was settled for good,
+    /// or the event left the retention window): nothing else depends on it.
     pub fn unref(&mut self, seg: u64) {
         if let Some(n) = self.live.get_mut(&seg) {
             *n = n.saturating_sub(1);
+        }
+    }
+
+    /// A live record in `seg` was just appended again (compaction): `seg` is given
+    /// up once the commit that carries the new record is on disk.
+    pub fn moved_from(&mut self, seg: u64) {
+        if self.enabled {
+            self.moved.push(seg);
+        }
+    }
+
+    /// Segments whose live messages must be appended again because a failed commit
+    /// cut their records; the caller appends them (giving each old segment up with
+    /// [`Journal::moved_from`]) and then calls [`Journal::redo_done`].
+    pub fn take_suspects(&mut self) -> Vec<u64> {
+        std::mem::take(&mut self.suspect)
+    }
+
+    /// The messages of the suspect segments are appended again: what failed commits
+    /// gave up is released with the next commit that succeeds.
+    pub fn redo_done(&mut self) {
+        let held = std::mem::take(&mut self.held_moved);
+        self.moved.extend(held);
+    }
+
+    /// A commit succeeded: release what it gave up.
+    fn committed(&mut self, moved: &mut Vec<u64>) {
+        for seg in moved.drain(..) {
+            self.unref(seg);
+        }
+    }
+
+    /// A commit failed: what it gave up stays pinned until its messages are
+    /// appended again, and the segments it wrote to become suspect.
+    fn commit_failed(&mut self, moved: &mut Vec<u64>, batches: &[Batch]) {
+        self.held_moved.append(moved);
+        if self.kind != LogKind::Queues {
+            // Only queue messages are appended again (events are not compacted).
+            return;
+        }
+        for (seg, data, _) in batches {
+            if !data.is_empty() && !self.suspect.contains(seg) {
+                self.suspect.push(*seg);
+            }
         }
     }
 
@@ -419,11 +478,15 @@ impl Journal {
     }
 
     fn has_work(&self) -> bool {
-        !self.acks.is_empty() || !self.dirty.is_empty() || self.batches.iter().any(|b| !b.1.is_empty())
+        !self.acks.is_empty()
+            || !self.dirty.is_empty()
+            || !self.moved.is_empty()
+            || self.batches.iter().any(|b| !b.1.is_empty())
     }
 
-    /// Take what the next commit writes: (batches, acks).
-    fn take(&mut self) -> (Vec<Batch>, Vec<ShardMsg>) {
+    /// Take what the next commit writes: (batches, acks, segments given up by the
+    /// records in these batches).
+    fn take(&mut self) -> (Vec<Batch>, Vec<ShardMsg>, Vec<u64>) {
         for (k, next) in std::mem::take(&mut self.dirty) {
             if self.cursors.get(&k) == Some(&next) {
                 self.write_cursor(&k.0, &k.1, next);
@@ -435,7 +498,7 @@ impl Journal {
         self.batches.push_back((self.active, buf, 0));
         out.retain(|b| !b.1.is_empty() || b.0 == self.active);
         let acks = std::mem::replace(&mut self.acks, std::mem::take(&mut self.spare_acks));
-        (out, acks)
+        (out, acks, std::mem::take(&mut self.moved))
     }
 
     /// Keep the buffers of a finished commit for the next ones: at most two batch
@@ -467,6 +530,29 @@ impl Journal {
             v.push(seg);
         }
         v
+    }
+}
+
+#[cfg(test)]
+impl Journal {
+    /// What the commit loop does with the journal for one commit: on success it
+    /// releases what the commit gave up and returns the segments it would delete; on
+    /// failure the records are cut and the log goes on in a new segment.
+    pub(crate) fn simulate_commit(&mut self, ok: bool) -> Vec<u64> {
+        let (batches, _acks, mut moved) = self.take();
+        if ok {
+            self.committed(&mut moved);
+            self.reclaimable()
+        } else {
+            self.commit_failed(&mut moved, &batches);
+            self.roll();
+            Vec::new()
+        }
+    }
+
+    /// Start a new segment.
+    pub(crate) fn simulate_roll(&mut self) {
+        self.roll();
     }
 }
 
@@ -506,7 +592,11 @@ impl Writer {
 
     async fn open_segment(&mut self, seg: u64) -> std::io::Result<()> {
         if let Some(f) = self.file.take() {
+            // The commit's sync covers only the file it ends in: what this commit
+            // wrote to the segment being closed is made durable here.
+            let synced = f.fdatasync().await.map_err(glommio_err);
             let _ = f.close().await;
+            synced?;
         }
         let path = self.dir.join(segment_name(seg));
         let file = glommio::io::OpenOptions::new()
@@ -626,7 +716,7 @@ pub async fn commit_loop(
             }
         })
         .await;
-        let (batches, mut acks) = journal.borrow_mut().take();
+        let (batches, mut acks, mut moved) = journal.borrow_mut().take();
         let records: u64 = batches.iter().map(|b| b.2).sum();
         let bytes: u64 = batches.iter().map(|b| b.1.len() as u64).sum();
         let mut result = Ok(());
@@ -661,6 +751,7 @@ pub async fn commit_loop(
                 }
                 health.set(true);
                 release(&mut acks);
+                journal.borrow_mut().committed(&mut moved);
                 let gone = journal.borrow_mut().reclaimable();
                 for seg in gone {
                     writer.remove(seg);
@@ -675,6 +766,7 @@ pub async fn commit_loop(
                     let mut j = journal.borrow_mut();
                     j.healthy = false;
                     j.stats.errors += 1;
+                    j.commit_failed(&mut moved, &batches);
                 }
                 health.set(false);
                 let mut rejected: Vec<ShardMsg> = acks.drain(..).map(reject).collect();
@@ -754,6 +846,69 @@ mod tests {
         assert_eq!(j.active, 2, "no roll per record");
         let in_seg2: u64 = j.batches.iter().filter(|b| b.0 == 2).map(|b| b.2).sum();
         assert_eq!(in_seg2, 300_000 + 10_000);
+    }
+
+    fn queue_key() -> ChannelKey {
+        ChannelKey::new(Pattern::Queues, "q")
+    }
+
+    /// A queue journal with one message in segment 1, committed, and two later
+    /// segments (so that segment 1 is old enough to be compacted).
+    fn journal_with_old_message() -> (Journal, u64) {
+        let mut j = Journal::enabled(LogKind::Queues, 1, BTreeMap::new());
+        let old = j.queue_publish(&queue_key(), 1, 0, b"m");
+        let (_, _, mut moved) = j.take();
+        j.committed(&mut moved);
+        assert!(j.reclaimable().is_empty());
+        j.roll();
+        j.roll();
+        assert_eq!(j.oldest_pinned(), Some((old, 1)));
+        (j, old)
+    }
+
+    /// Compaction while a commit is being written: the old segment is deleted only
+    /// after the commit that carries the message's new record, not after the one in
+    /// flight (which would leave the accepted message in memory only until the next
+    /// commit: lost in a crash).
+    #[test]
+    fn a_compacted_segment_is_kept_until_the_commit_with_the_new_record() {
+        let (mut j, old) = journal_with_old_message();
+        let (_in_flight, _, mut moved1) = j.take();
+        let new = j.queue_publish(&queue_key(), 1, 0, b"m");
+        j.moved_from(old);
+        assert_ne!(new, old);
+        j.committed(&mut moved1);
+        assert!(!j.reclaimable().contains(&old), "segment deleted while the new record was only in memory");
+        let (batches, _, mut moved2) = j.take();
+        assert!(batches.iter().any(|b| b.0 == new && b.2 > 0), "the next commit carries the new record");
+        j.committed(&mut moved2);
+        assert!(j.reclaimable().contains(&old));
+    }
+
+    /// A commit that carried compacted records fails: the old segment stays until
+    /// the messages are appended again and that append is committed.
+    #[test]
+    fn a_failed_compaction_keeps_the_old_segment_until_the_messages_are_appended_again() {
+        let (mut j, old) = journal_with_old_message();
+        let new = j.queue_publish(&queue_key(), 1, 0, b"m");
+        j.moved_from(old);
+        let (batches, _, mut moved) = j.take();
+        j.commit_failed(&mut moved, &batches);
+        j.roll();
+        // A later commit succeeds before anything is appended again.
+        let (_, _, mut moved) = j.take();
+        j.committed(&mut moved);
+        assert!(!j.reclaimable().contains(&old), "old segment deleted after its copy was cut");
+        let suspect = j.take_suspects();
+        assert!(suspect.contains(&new), "the segment whose records were cut is suspect: {suspect:?}");
+        assert!(j.take_suspects().is_empty(), "taken once");
+        j.queue_publish(&queue_key(), 1, 0, b"m");
+        j.moved_from(new);
+        j.redo_done();
+        let (_, _, mut moved) = j.take();
+        j.committed(&mut moved);
+        let gone = j.reclaimable();
+        assert!(gone.contains(&old) && gone.contains(&new), "{gone:?}");
     }
 
     /// Restoring the same snapshot at start-up does not recurse either.
