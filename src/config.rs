@@ -123,6 +123,10 @@ pub struct Settings {
     /// together); a publish or attach that would create one more is refused with
     /// `amqp:resource-limit-exceeded`. Idle, empty channels are forgotten.
     pub max_channels: u32,
+    /// `SLUICE_MAX_DURABLE_SUBSCRIPTIONS` (default 100000): durable events-store
+    /// subscriptions one shard keeps (attached or not); an attach that would create one
+    /// more is refused with `amqp:resource-limit-exceeded`.
+    pub max_durable_subscriptions: u32,
     /// `SLUICE_AUTH_ENABLED` (default 'false'): Require authentication (SASL PLAIN with a JWT, or EXTERNAL with mTLS) and authorize with casbin.
     pub auth_enabled: bool,
     /// `SLUICE_AUTH_JWT_KEY_FILE` (default ''): JWT key: an HS256 secret or an RS256 public key (PEM).
@@ -178,6 +182,7 @@ impl Default for Settings {
             queue_max_messages: 1_000_000,
             queue_max_bytes: 1 << 30,
             max_channels: 100_000,
+            max_durable_subscriptions: 100_000,
             auth_enabled: false,
             auth_jwt_key_file: String::new(),
             auth_jwt_audience: String::new(),
@@ -264,6 +269,7 @@ impl fmt::Display for Settings {
         writeln!(f, "queue_max_messages = {}", self.queue_max_messages)?;
         writeln!(f, "queue_max_bytes = {}", self.queue_max_bytes)?;
         writeln!(f, "max_channels = {}", self.max_channels)?;
+        writeln!(f, "max_durable_subscriptions = {}", self.max_durable_subscriptions)?;
         writeln!(f, "auth_enabled = {}", self.auth_enabled)?;
         writeln!(f, "auth_jwt_key_file = {}", text(&self.auth_jwt_key_file))?;
         writeln!(f, "auth_jwt_audience = {}", text(&self.auth_jwt_audience))?;
@@ -539,7 +545,7 @@ line and sluice exits with status 2.
 /// The environment variable that names the TOML file.
 const CONFIG_ENV: &str = "SLUICE_CONFIG";
 
-const KEY_COUNT: usize = 42;
+const KEY_COUNT: usize = 43;
 
 /// One configurable setting; the order is the order of [`Settings`] and of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -578,6 +584,7 @@ enum Key {
     QueueMaxMessages,
     QueueMaxBytes,
     MaxChannels,
+    MaxDurableSubscriptions,
     AuthEnabled,
     AuthJwtKeyFile,
     AuthJwtAudience,
@@ -633,6 +640,7 @@ impl Key {
         Key::QueueMaxMessages,
         Key::QueueMaxBytes,
         Key::MaxChannels,
+        Key::MaxDurableSubscriptions,
         Key::AuthEnabled,
         Key::AuthJwtKeyFile,
         Key::AuthJwtAudience,
@@ -679,6 +687,7 @@ impl Key {
             Key::QueueMaxMessages => "SLUICE_QUEUE_MAX_MESSAGES",
             Key::QueueMaxBytes => "SLUICE_QUEUE_MAX_BYTES",
             Key::MaxChannels => "SLUICE_MAX_CHANNELS",
+            Key::MaxDurableSubscriptions => "SLUICE_MAX_DURABLE_SUBSCRIPTIONS",
             Key::AuthEnabled => "SLUICE_AUTH_ENABLED",
             Key::AuthJwtKeyFile => "SLUICE_AUTH_JWT_KEY_FILE",
             Key::AuthJwtAudience => "SLUICE_AUTH_JWT_AUDIENCE",
@@ -730,7 +739,7 @@ impl Key {
             | Key::EventsStoreRetentionBytes
             | Key::QueueMaxMessages
             | Key::QueueMaxBytes => (0, i128::from(i64::MAX)),
-            Key::MaxChannels => (1, u32_max),
+            Key::MaxChannels | Key::MaxDurableSubscriptions => (1, u32_max),
             Key::EventsStoreStall
             | Key::AuthEnabled
             | Key::AuthJwtKeyFile
@@ -961,6 +970,13 @@ impl Key {
                 "100000",
                 "1..=4294967295",
                 "Channels one shard keeps; a publish or attach that would create one more is refused.",
+            ),
+            Key::MaxDurableSubscriptions => (
+                "max_durable_subscriptions",
+                "count",
+                "100000",
+                "1..=4294967295",
+                "Durable events-store subscriptions one shard keeps; an attach that would create one more is refused.",
             ),
             Key::AuthEnabled => (
                 "auth_enabled",
@@ -1249,6 +1265,7 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::QueueMaxMessages => s.queue_max_messages = r.int(key, true)?,
             Key::QueueMaxBytes => s.queue_max_bytes = r.int(key, true)?,
             Key::MaxChannels => s.max_channels = r.int(key, true)?,
+            Key::MaxDurableSubscriptions => s.max_durable_subscriptions = r.int(key, true)?,
             Key::AuthEnabled => s.auth_enabled = r.bool(key)?,
             Key::AuthJwtKeyFile => s.auth_jwt_key_file = r.value.clone(),
             Key::AuthJwtAudience => s.auth_jwt_audience = r.value.clone(),
@@ -1392,6 +1409,7 @@ mod tests {
             (Key::QueueMaxMessages, "10", |s| s.queue_max_messages = 10),
             (Key::QueueMaxBytes, "4096", |s| s.queue_max_bytes = 4096),
             (Key::MaxChannels, "5", |s| s.max_channels = 5),
+            (Key::MaxDurableSubscriptions, "7", |s| s.max_durable_subscriptions = 7),
             (Key::AuthEnabled, "true", |s| s.auth_enabled = true),
             (Key::AuthJwtKeyFile, "/k", |s| s.auth_jwt_key_file = "/k".to_owned()),
             (Key::AuthJwtAudience, "aud", |s| s.auth_jwt_audience = "aud".to_owned()),

@@ -173,11 +173,16 @@ fn segments(dir: &str, log: &str) -> Vec<PathBuf> {
 
 /// Publish `n` unsettled messages to `addr` and wait for each `accepted`.
 fn publish(b: &Broker, addr: &str, n: u32) {
+    publish_range(b, addr, 0..n)
+}
+
+/// Publish unsettled, bodies the big-endian numbers of `range`, each `accepted`.
+fn publish_range(b: &Broker, addr: &str, range: std::ops::Range<u32>) {
     let mut c = Client::connect(b.addr(), "p").unwrap();
     let ch = c.begin().unwrap();
     let s = c.attach_sender(ch, "s", Some(addr), &LinkOptions::default()).unwrap();
     c.wait_credit(s).unwrap();
-    for i in 0..n {
+    for i in range {
         let id = c.send(s, data_message(&i.to_be_bytes()), false).unwrap();
         assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
     }
@@ -362,6 +367,87 @@ fn durable_subscriptions_and_start_positions_survive_a_restart() {
     let r4 = c.attach_receiver(ch, "time", Some("events-store/dur"), &start_props("time-delta:3600")).unwrap();
     c.engine().grant_credit(r4, 100, false).unwrap();
     assert_eq!(drain_all(&mut c, r4, Duration::from_millis(800), false).len(), 11);
+}
+
+fn numbers(bodies: &[Vec<u8>]) -> Vec<u32> {
+    bodies.iter().map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]])).collect()
+}
+
+fn durable_in_group(group: &str) -> LinkOptions {
+    let mut o = LinkOptions { expiry_policy: Some("never"), ..start_props("first") };
+    if let Some(f) = o.properties.as_mut() {
+        f.0.push((Symbol::new("x-opt-kubemq-group"), Value::string(group)));
+    }
+    o
+}
+
+/// Members of a durable consumer group share the group's cursor. A member that
+/// leaves and comes back is admitted at once (before: its own identity stayed taken
+/// after it left, and its re-attach waited 1 s and was refused "durable subscription
+/// in use"), and once every member has left, any member resumes the group where it
+/// stopped, across a restart (before: the cursor was kept under the first member's
+/// identity only, so the second member started over from its start position).
+#[test]
+fn a_durable_consumer_group_shares_one_cursor_whichever_member_comes_back() {
+    let dir = fresh_dir("durable-group");
+    let mut b = Broker::start(&env(&dir, &[]));
+    let addr = "events-store/dgroup";
+    publish_range(&b, addr, 0..4);
+    let opts = durable_in_group("g");
+    let mut c = Client::connect(b.addr(), "group-container").unwrap();
+    let ch = c.begin().unwrap();
+    let a = c.attach_receiver(ch, "member-a", Some(addr), &opts).unwrap();
+    let m = c.attach_receiver(ch, "member-b", Some(addr), &opts).unwrap();
+    c.engine().grant_credit(a, 100, false).unwrap();
+    c.engine().grant_credit(m, 100, false).unwrap();
+    let mut got = numbers(&drain_all(&mut c, a, Duration::from_millis(500), false));
+    got.extend(numbers(&drain_all(&mut c, m, Duration::from_millis(300), false)));
+    got.sort_unstable();
+    assert_eq!(got, vec![0, 1, 2, 3], "the group got the stream once");
+    c.engine().detach(m, None);
+    c.pump(Duration::from_millis(200)).unwrap();
+    let m = c.attach_receiver(ch, "member-b", Some(addr), &opts).expect("a member that left comes back at once");
+    c.engine().detach(a, None);
+    c.engine().detach(m, None);
+    c.pump(Duration::from_millis(300)).unwrap();
+    publish_range(&b, addr, 4..7);
+    std::thread::sleep(Duration::from_millis(200));
+    b.kill9();
+    let b = Broker::start(&env(&dir, &[]));
+    let mut c = Client::connect(b.addr(), "group-container").unwrap();
+    let ch = c.begin().unwrap();
+    let m = c.attach_receiver(ch, "member-b", Some(addr), &opts).unwrap();
+    c.engine().grant_credit(m, 100, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, m, Duration::from_millis(800), false)), vec![4, 5, 6]);
+}
+
+/// A shard keeps at most `SLUICE_MAX_DURABLE_SUBSCRIPTIONS` durable subscriptions,
+/// attached or not (each costs a cursor in memory and in every new segment's
+/// snapshot, for as long as the broker runs): a new identity past it is refused with
+/// `amqp:resource-limit-exceeded`, the connection goes on, and the kept ones resume.
+#[test]
+fn durable_subscriptions_past_the_limit_are_refused_and_kept_ones_resume() {
+    let dir = fresh_dir("durable-limit");
+    let b = Broker::start(&env(&dir, &[("SLUICE_SHARDS", "1"), ("SLUICE_MAX_DURABLE_SUBSCRIPTIONS", "3")]));
+    let durable = LinkOptions { expiry_policy: Some("never"), ..start_props("first") };
+    let mut c = Client::connect(b.addr(), "limit-container").unwrap();
+    let ch = c.begin().unwrap();
+    for (name, chan) in [("d1", "events-store/dl-a"), ("d2", "events-store/dl-a"), ("d3", "events-store/dl-b")] {
+        let r = c.attach_receiver(ch, name, Some(chan), &durable).unwrap();
+        c.engine().detach(r, None);
+    }
+    c.pump(Duration::from_millis(300)).unwrap();
+    for (name, chan) in [("d4", "events-store/dl-a"), ("d5", "events-store/dl-c")] {
+        let err = c.attach_receiver(ch, name, Some(chan), &durable).expect_err("a fourth durable subscription");
+        assert!(err.to_string().contains("amqp:resource-limit-exceeded"), "{err}");
+    }
+    // Not durable: no limit.
+    let plain = c.attach_receiver(ch, "plain", Some("events-store/dl-a"), &start_props("first")).unwrap();
+    c.engine().detach(plain, None);
+    publish_range(&b, "events-store/dl-a", 0..2);
+    let r = c.attach_receiver(ch, "d1", Some("events-store/dl-a"), &durable).expect("a kept subscription resumes");
+    c.engine().grant_credit(r, 10, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, r, Duration::from_millis(500), false)), vec![0, 1]);
 }
 
 /// Unmounts the test filesystem when the test ends, whatever happens.

@@ -62,6 +62,8 @@ pub struct Limits {
     pub queue_max_bytes: u64,
     /// Channels kept by the shard, every pattern together.
     pub max_channels: u32,
+    /// Durable events-store subscriptions kept by the shard (0: no limit).
+    pub max_durable_subscriptions: u32,
 }
 
 /// Per-channel counters.
@@ -445,7 +447,11 @@ impl Home {
             ShardMsg::Subscribe { key, sub, spec } => match key.pattern {
                 Pattern::Queues => self.queue(&key).subscribe(sub, &spec, now_ms, out),
                 Pattern::Events => self.events.entry(key).or_default().subscribe(sub, *spec, out),
-                Pattern::EventsStore => self.store(&key).subscribe(sub, *spec, now_ms, out),
+                Pattern::EventsStore => {
+                    let max = self.limits.max_durable_subscriptions as usize;
+                    let room = max == 0 || self.stores.values().map(|s| s.cursors.len()).sum::<usize>() < max;
+                    self.store(&key).subscribe(sub, *spec, room, now_ms, out)
+                }
                 Pattern::Commands | Pattern::Queries => {
                     self.rpcs.entry(key).or_default().subscribe(sub, &spec, now_ms, out)
                 }
@@ -1339,8 +1345,21 @@ impl StoreChan {
         }
     }
 
-    fn subscribe(&mut self, sub: SubRef, spec: SubSpec, now_ms: u64, out: &mut Vec<ShardMsg>) {
+    /// `durable_room`: the shard may keep one more durable subscription.
+    fn subscribe(&mut self, sub: SubRef, mut spec: SubSpec, durable_room: bool, now_ms: u64, out: &mut Vec<ShardMsg>) {
+        // A durable consumer group keeps one cursor, the group's, whichever member
+        // attaches or leaves (members have their own link names).
+        if let (Some(g), Some(_)) = (&spec.group, &spec.durable) {
+            spec.durable = Some(group_durable_id(g));
+        }
         if let Some(id) = &spec.durable {
+            if !self.cursors.contains_key(id) && !durable_room {
+                let why = "too many durable subscriptions on this shard".to_owned();
+                out.push(ShardMsg::SubscribeDone { sub, result: Err(("amqp:resource-limit-exceeded", why)) });
+                return;
+            }
+        }
+        if let Some(id) = spec.durable.as_ref().filter(|_| spec.group.is_none()) {
             if self.live.contains(id) {
                 if self.parked.len() < DURABLE_PARKED_MAX {
                     self.parked.push(Parked { sub, spec, until_ms: now_ms + DURABLE_TAKEOVER_MS });
@@ -1511,7 +1530,7 @@ impl StoreChan {
             // The identity is free: the first attach waiting for it takes over.
             if let Some(p) = self.parked.iter().position(|p| p.spec.durable.as_deref() == Some(id.as_str())) {
                 let p = self.parked.remove(p);
-                self.subscribe(p.sub, p.spec, now_ms, out);
+                self.subscribe(p.sub, p.spec, true, now_ms, out);
             }
             return;
         }
@@ -1528,6 +1547,12 @@ fn refuse_publish(ack: Option<super::PublishAck>, why: PublishRefusal, stats: &m
         Some(ack) => out.push(ShardMsg::PublishDone { ack, result: Err(why) }),
         None => stats.transfers_in_dropped += 1,
     }
+}
+
+/// The durable identity of a consumer group's shared cursor (link-derived identities
+/// hold only `[A-Za-z0-9_-]`, so the `:` keeps the two apart).
+fn group_durable_id(group: &str) -> String {
+    format!("group:{group}")
 }
 
 fn in_use(sub: SubRef) -> ShardMsg {

@@ -366,6 +366,7 @@ async fn shard_main(
         queue_max_messages: settings.queue_max_messages,
         queue_max_bytes: settings.queue_max_bytes,
         max_channels: settings.max_channels,
+        max_durable_subscriptions: settings.max_durable_subscriptions,
     };
     home.restore(recovered);
     home.events_dir = Some((id, global.events_dir.clone()));
