@@ -2584,3 +2584,44 @@ fn a_stream_of_flow_frames_costs_no_walk_over_every_link() {
     assert!(p.close_frame().is_none(), "FLOW frames are no error: {:?}", p.close_frame());
     by.finish(&b);
 }
+
+/// A stored message does not keep the read it came in alive. A payload off the wire
+/// is a slice of its connection's read buffer (up to 512 KiB); a small message queued
+/// between large pre-settled events that are dropped at once (nobody listens) used to
+/// pin its whole buffer for as long as it stayed queued: 4,000 queued messages of 4
+/// bytes, each read apart by 128 KiB of events, held hundreds of MiB while the queue
+/// counted 16 KB. Now a message that is kept gets its own copy.
+#[test]
+fn stored_messages_do_not_pin_the_reads_they_came_in() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "1")]);
+    let mut c = Client::connect(b.addr(), "pinner").unwrap();
+    let ch = c.begin().unwrap();
+    let settled = LinkOptions { presettled: true, ..Default::default() };
+    let q = c.attach_sender(ch, "q", Some("queues/pinned"), &settled).unwrap();
+    let q_last = c.attach_sender(ch, "q-last", Some("queues/pinned"), &LinkOptions::default()).unwrap();
+    let e = c.attach_sender(ch, "e", Some("events/pinned-nobody-listens"), &settled).unwrap();
+    let before = common::rss_kib(b.pid());
+    let filler = data_message(&vec![7u8; 32 * 1024]);
+    const N: u32 = 4000;
+    for i in 0..N {
+        c.wait_credit(q).unwrap_or_else(|e| panic!("queue credit at message {i}: {e}"));
+        c.send(q, data_message(&i.to_be_bytes()), true).unwrap();
+        for _ in 0..4 {
+            c.wait_credit(e).unwrap();
+            c.send(e, filler.clone(), true).unwrap();
+        }
+        if i % 8 == 0 {
+            c.pump(Duration::from_millis(1)).unwrap();
+        }
+    }
+    // An unsettled one last (on a link of its own, same queue, same connection): its
+    // outcome comes after everything before it was taken.
+    c.wait_credit(q_last).unwrap();
+    let last = c.send(q_last, data_message(&N.to_be_bytes()), false).unwrap();
+    assert_eq!(c.wait_outcome(q_last, last).unwrap(), Some(DeliveryState::Accepted));
+    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
+    eprintln!("broker RSS grew by {grown_mib} MiB for {N} queued messages of 4 bytes");
+    assert!(grown_mib < 100, "broker RSS grew by {grown_mib} MiB for {N} queued messages of 4 bytes");
+    let expected: Vec<Vec<u8>> = (0..=N).map(|i| i.to_be_bytes().to_vec()).collect();
+    assert_in_queue(&b, "queues/pinned", &expected);
+}

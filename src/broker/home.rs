@@ -531,7 +531,7 @@ impl Home {
                 let r = channel(&mut self.rpcs, &key, RpcChan::default);
                 r.counters.count_publish(msg.payload.len() as u64, now_ms);
                 r.waiting_bytes += msg.payload.len() as u64;
-                r.waiting.push_back((msg, deadline_ms));
+                r.waiting.push_back((msg.owned(), deadline_ms));
                 // The oldest requests go first when too many wait (their requesters'
                 // deadlines answer them); the newest always stays.
                 while r.waiting.len() > RPC_WAITING_MAX
@@ -800,6 +800,7 @@ impl QueueChan {
     }
 
     fn publish(&mut self, id: u64, msg: Msg, now_ms: u64, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
+        let msg = msg.owned();
         self.bytes += msg.payload.len() as u64;
         let mut j = self.journal.borrow_mut();
         let seg = j.queue_publish(&self.key, id, msg.received_ms, &msg.payload);
@@ -1291,6 +1292,7 @@ impl StoreChan {
     }
 
     fn publish(&mut self, msg: Msg, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
+        let msg = msg.owned();
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
         let mut j = self.journal.borrow_mut();

@@ -45,6 +45,17 @@ pub struct Msg {
     pub received_ms: u64,
 }
 
+impl Msg {
+    /// The same message with a payload of its own. A payload straight off the wire is
+    /// a slice of its connection's read buffer and keeps the whole buffer alive (up
+    /// to twice the 256 KiB read): a message kept for long (queued, logged, waiting
+    /// for a responder) gets its own copy, so the memory it holds is its own size,
+    /// whatever else came in the same read.
+    pub fn owned(self) -> Msg {
+        Msg { payload: Bytes::copy_from_slice(&self.payload), received_ms: self.received_ms }
+    }
+}
+
 /// How the consumer settled a delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
