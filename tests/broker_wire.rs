@@ -483,3 +483,57 @@ fn the_last_of_many_quick_attaches_reaches_the_admin_api() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+/// The messages a connection's dynamic nodes hold (waiting for credit, or sent and
+/// not settled) are bounded in bytes, not only in count: a producer into its own
+/// node that nobody reads gets "dynamic node is full" once the connection's nodes
+/// hold 64 MiB (before: 4,096 messages of any size, 400 GiB at the 100 MiB message
+/// limit). The broker stays within that, and once the consumer reads and settles,
+/// the node takes messages again.
+#[test]
+fn a_dynamic_node_nobody_reads_is_bounded_in_bytes() {
+    use sluice_proto::types::{Attach, AttachTarget, Role, Source, Target};
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "dyn-bytes").unwrap();
+    let ch = c.begin().unwrap();
+    let attach = Attach {
+        name: "unread".into(),
+        role: Role::Receiver,
+        source: Some(Source { dynamic: Some(true), ..Default::default() }),
+        target: Some(AttachTarget::Target(Target::default())),
+        ..Default::default()
+    };
+    let (r, reply) = c.attach_full(ch, attach).unwrap();
+    let node = reply.source.as_ref().and_then(|s| s.address.clone()).unwrap();
+    let s = c.attach_sender(ch, "to-node", Some(&node), &opts()).unwrap();
+    let before = common::rss_kib(b.pid());
+    let big = data_message(&vec![1u8; 1 << 20]);
+    let mut accepted = 0u32;
+    let refused = loop {
+        assert!(accepted < 200, "200 MiB taken into a node nobody reads");
+        c.wait_credit(s).unwrap();
+        let id = c.send(s, big.clone(), false).unwrap();
+        match c.wait_outcome(s, id).unwrap() {
+            Some(DeliveryState::Accepted) => accepted += 1,
+            other => break other,
+        }
+    };
+    let Some(DeliveryState::Rejected(rej)) = refused else { panic!("expected a rejection, got {refused:?}") };
+    let err = rej.error.expect("rejected with an error");
+    assert_eq!(err.condition.as_str(), "amqp:resource-limit-exceeded");
+    assert_eq!(err.description.as_deref(), Some("dynamic node is full"));
+    assert!((60..=64).contains(&accepted), "{accepted} messages of 1 MiB accepted");
+    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
+    assert!(grown_mib < 150, "broker RSS grew by {grown_mib} MiB");
+    // Reading and settling makes room again.
+    c.engine().grant_credit(r, 10, false).unwrap();
+    for _ in 0..10 {
+        let d = c.receive(r, WAIT).unwrap();
+        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+    }
+    c.flush().unwrap();
+    c.pump(Duration::from_millis(200)).unwrap();
+    c.wait_credit(s).unwrap();
+    let id = c.send(s, big.clone(), false).unwrap();
+    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted), "room again after 10 settled");
+}

@@ -42,6 +42,10 @@ const READ_MAX: usize = 256 * 1024;
 const SPENT_KEEP: usize = 4096;
 /// Replies waiting in a dynamic node for credit, at most.
 const NODE_QUEUE_MAX: usize = 4096;
+/// Payload bytes held by one connection's dynamic nodes (waiting or sent and not yet
+/// settled), at most; a message that would pass it is refused "dynamic node is full"
+/// (one message always enters a connection whose nodes hold nothing).
+const NODE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Longest link name accepted, in bytes.
 const MAX_LINK_NAME: usize = 1024;
 /// How long a failed authentication waits before its outcome and the close.
@@ -140,6 +144,13 @@ struct NodeState {
     unsettled: HashMap<u32, Bytes>,
 }
 
+impl NodeState {
+    /// Payload bytes the node holds.
+    fn bytes(&self) -> u64 {
+        self.queue.iter().chain(self.unsettled.values()).map(|p| p.len() as u64).sum()
+    }
+}
+
 /// `<shard>.<conn>.<seq>.<nonce as 16 hex digits>`, the request id a request's
 /// reply-to carries; None when a response names anything else.
 fn parse_request_id(id: &str) -> Option<(u16, u64, u64, u64)> {
@@ -179,6 +190,8 @@ struct Driver {
     next_serial: u64,
     sessions: HashSet<u16>,
     nodes: HashMap<String, NodeState>,
+    /// Payload bytes held by `nodes` (bounded by [`NODE_BYTES_MAX`]).
+    node_bytes: u64,
     /// Deliveries whose lease was renewed in this batch of events.
     renewed: HashSet<(LinkId, u32)>,
     /// Links per session, and (session, role is sender, name) of every link: the
@@ -282,6 +295,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         next_serial: 1,
         sessions: HashSet::default(),
         nodes: HashMap::default(),
+        node_bytes: 0,
         renewed: HashSet::default(),
         links_on: HashMap::default(),
         link_names: HashSet::default(),
@@ -877,7 +891,7 @@ impl Driver {
             // The link went away before its answer (e.g. detached in the same read): a
             // node minted for it must not outlive it.
             if let (true, ProduceTarget::Node(n)) = (ctx.dynamic, &t) {
-                self.nodes.remove(n);
+                self.remove_node(n);
             }
             return;
         }
@@ -1070,7 +1084,7 @@ impl Driver {
         if self.engine.attach_reply(link, reply).is_err() {
             // As for a dynamic target: a node minted for this link goes with it.
             if minted {
-                self.nodes.remove(&node);
+                self.remove_node(&node);
             }
             return;
         }
@@ -1427,6 +1441,8 @@ impl Driver {
                     if let Some(p) = n.unsettled.remove(&delivery_id) {
                         if outcome == Outcome::Requeue {
                             n.queue.push_back(p);
+                        } else {
+                            self.node_bytes = self.node_bytes.saturating_sub(p.len() as u64);
                         }
                     }
                 }
@@ -1468,13 +1484,13 @@ impl Driver {
             LinkKind::NodeConsume { node } => {
                 gauge(&self.shard.counters.links_sender, -1);
                 // A dynamic node lives as long as its link.
-                self.nodes.remove(&*node);
+                self.remove_node(&node);
             }
             LinkKind::Produce { target, .. } => {
                 gauge(&self.shard.counters.links_receiver, -1);
                 if let ProduceTarget::Node(n) = target {
                     if self.nodes.get(&n).is_some_and(|s| s.link.is_none()) {
-                        self.nodes.remove(&n);
+                        self.remove_node(&n);
                     }
                 }
             }
@@ -1543,7 +1559,10 @@ impl Driver {
             ProduceTarget::Responses(id) => {
                 self.rpc_response(&id, Msg { payload: raw.into_payload(), received_ms }, ack)
             }
-            ProduceTarget::Node(n) => self.deliver_to_node(&n, Msg { payload: raw.into_payload(), received_ms }, ack),
+            // Copied: a message kept in a node must not pin the read it came in.
+            ProduceTarget::Node(n) => {
+                self.deliver_to_node(&n, Msg { payload: raw.into_payload(), received_ms }.owned(), ack)
+            }
             ProduceTarget::Anonymous => {
                 let to = match raw.properties() {
                     Ok(p) => Ok(p.and_then(|p| p.to)),
@@ -1562,7 +1581,7 @@ impl Driver {
                                 self.rpc_response(&id, Msg { payload: raw.into_payload(), received_ms }, ack)
                             }
                             Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => {
-                                self.deliver_to_node(&n, Msg { payload: raw.into_payload(), received_ms }, ack)
+                                self.deliver_to_node(&n, Msg { payload: raw.into_payload(), received_ms }.owned(), ack)
                             }
                             Ok(Node::Dynamic(_)) => {
                                 Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".to_owned()))
@@ -1754,13 +1773,23 @@ impl Driver {
         let Some(n) = self.nodes.get_mut(node) else {
             return Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".into()));
         };
-        if n.queue.len() >= NODE_QUEUE_MAX {
+        let len = msg.payload.len() as u64;
+        let over_bytes = self.node_bytes > 0 && self.node_bytes.saturating_add(len) > NODE_BYTES_MAX;
+        if n.queue.len() >= NODE_QUEUE_MAX || over_bytes {
             return Err((condition::RESOURCE_LIMIT_EXCEEDED, "dynamic node is full".into()));
         }
+        self.node_bytes += len;
         n.queue.push_back(msg.payload);
         self.pump_node(node);
         self.accept(ack);
         Ok(())
+    }
+
+    /// A dynamic node goes (its link detached): what it held is given back.
+    fn remove_node(&mut self, node: &str) {
+        if let Some(n) = self.nodes.remove(node) {
+            self.node_bytes = self.node_bytes.saturating_sub(n.bytes());
+        }
     }
 
     fn pump_node(&mut self, node: &str) {
