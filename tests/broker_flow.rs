@@ -8,7 +8,7 @@ mod common;
 use common::Broker;
 use sluice_perf::client::{data_message, Client, LinkOptions, WAIT};
 use sluice_proto::codec::{Fields, Symbol, Value};
-use sluice_proto::engine::{Event, LinkId};
+use sluice_proto::engine::{Config, Event, LinkId};
 use sluice_proto::types::{DeliveryState, RawMessage};
 use std::time::{Duration, Instant};
 
@@ -1194,4 +1194,59 @@ fn events_channels_coming_and_going_do_not_disturb_another_stream() {
     assert!(rounds >= 20, "the churner attached only {rounds} channels");
     assert!(no_delivery_within(&mut sub, r, Duration::from_millis(200)));
     assert_eq!(b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap_or(0.0), 0.0);
+}
+
+/// The same bound when every event travels alone: a publisher alternating between a
+/// channel with one stalled subscriber (huge credit, never reads) and a channel with
+/// none sends each event to the subscriber in a batch of its own. Each such batch
+/// used to sit in the connection's inbox in a list with room for 64 events (2.5 KiB
+/// for a 4-byte event, against the 68 bytes the window charges), so the window let
+/// ~40 times its size pile up; now a short batch is sent in a list of its own size.
+#[test]
+fn a_stalled_subscriber_fed_one_event_at_a_time_costs_bounded_memory() {
+    // Enough that the subscriber's socket buffers (several MiB on loopback, ~40 bytes
+    // per event) fill and the window closes.
+    const N: u32 = 2_000_000;
+    let b = Broker::start(&[("SLUICE_SHARDS", "1"), ("SLUICE_EVENTS_IN_FLIGHT_BYTES", "4194304")]);
+    // A session window as large as the credit: nothing holds the deliveries back in
+    // the broker's connection but the subscriber's socket.
+    let mut cfg = Config::client("slow-single");
+    cfg.session_window = 1 << 30;
+    let mut slow = Client::connect_with(b.addr(), cfg).unwrap();
+    let ch = slow.begin().unwrap();
+    let r = slow.attach_receiver(ch, "slow", Some("events/single-a"), &LinkOptions::default()).unwrap();
+    slow.engine().grant_credit(r, 100_000_000, false).unwrap();
+    slow.flush().unwrap();
+    let mut p = Client::connect(b.addr(), "alternating").unwrap();
+    let pch = p.begin().unwrap();
+    let settled = LinkOptions { presettled: true, ..Default::default() };
+    let a = p.attach_sender(pch, "a", Some("events/single-a"), &settled).unwrap();
+    let nobody = p.attach_sender(pch, "b", Some("events/single-b"), &settled).unwrap();
+    p.wait_credit(a).unwrap();
+    p.wait_credit(nobody).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let before = common::rss_kib(b.pid());
+    for i in 0..N {
+        for link in [a, nobody] {
+            while p.engine().link_credit(link) == 0 || p.engine().session_window(pch) == 0 {
+                p.pump(Duration::from_millis(1)).unwrap();
+            }
+            p.send(link, data_message(&i.to_be_bytes()), true).unwrap();
+        }
+        if i % 256 == 0 {
+            p.flush().unwrap();
+        }
+    }
+    p.flush().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.metric("sluice_channel_published_messages_total{pattern=\"events\",channel=\"single-a\"}") != Some(N as f64)
+    {
+        assert!(Instant::now() < deadline, "the events were not taken in");
+        p.pump(Duration::from_millis(20)).unwrap();
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
+    eprintln!("broker RSS grew by {grown_mib} MiB for one stalled subscriber fed single-event batches");
+    assert!(grown_mib < 48, "the broker grew by {grown_mib} MiB for one stalled subscriber (window 4 MiB)");
+    assert!(b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap() > 0.0, "the window never closed");
 }
