@@ -2520,7 +2520,7 @@ fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
 
 /// A stream of FLOW frames on a connection with many events-store subscriptions:
 /// every session FLOW used to walk all of the connection's subscriptions (and every
-/// link FLOW too), so 400,000 frames of 30 bytes against 2,000 subscriptions cost
+/// link FLOW too), so 800,000 frames of 30 bytes against 1,000 subscriptions cost
 /// minutes of the shard's CPU, during which everyone on that shard waited. Now each
 /// FLOW costs the same whatever the links: the connection answers a request sent
 /// after the whole stream within the usual wait, and a bystander on the same (only)
@@ -2530,7 +2530,7 @@ fn a_stream_of_flow_frames_costs_no_walk_over_every_link() {
     let b = Broker::start(&[("SLUICE_SHARDS", "1")]);
     let by = Bystander::start(&b, "flow-stream");
     let mut p = Peer::handshake(&b, "flow-streamer");
-    const SESSIONS: u16 = 8;
+    const SESSIONS: u16 = 4;
     const LINKS: u32 = 250;
     let mut bytes = Vec::new();
     for ch in 0..SESSIONS {
@@ -2555,7 +2555,7 @@ fn a_stream_of_flow_frames_costs_no_walk_over_every_link() {
         attached(&p.got),
         SESSIONS as u32 * LINKS
     );
-    // 400,000 session FLOWs (no handle), then one more ATTACH whose answer shows the
+    // 800,000 session FLOWs (no handle), then one more ATTACH whose answer shows the
     // broker has worked through all of them.
     let one = flow(0, None, None);
     let mut stream = Vec::with_capacity(one.len() * 10_000);
@@ -2564,7 +2564,7 @@ fn a_stream_of_flow_frames_costs_no_walk_over_every_link() {
     }
     let mut w = p.s.try_clone().unwrap();
     let writer = std::thread::spawn(move || {
-        for _ in 0..40 {
+        for _ in 0..80 {
             w.write_all(&stream).unwrap();
         }
         w.write_all(&attach_frame(
@@ -2624,4 +2624,43 @@ fn stored_messages_do_not_pin_the_reads_they_came_in() {
     assert!(grown_mib < 100, "broker RSS grew by {grown_mib} MiB for {N} queued messages of 4 bytes");
     let expected: Vec<Vec<u8>> = (0..=N).map(|i| i.to_be_bytes().to_vec()).collect();
     assert_in_queue(&b, "queues/pinned", &expected);
+}
+
+/// Each events-store subscription allocates its deliver-first window (MaxUnsettled
+/// slots) when it attaches: one connection's windows are capped at 64 MiB (1,170
+/// subscriptions at the default 1,024 slots), an attach past it is refused with
+/// `amqp:resource-limit-exceeded` and the connection goes on; a detach makes room.
+/// Before, 256 sessions of 256 links could allocate 3.6 GiB from ~6 MB of ATTACH frames.
+#[test]
+fn events_store_windows_of_one_connection_are_capped() {
+    let b = Broker::start(&[]);
+    let by = Bystander::start(&b, "rings");
+    let mut c = Client::connect(b.addr(), "ring-hog").unwrap();
+    let before = common::rss_kib(b.pid());
+    let mut links = Vec::new();
+    let mut refused = None;
+    'sessions: for _ in 0..8 {
+        let ch = c.begin().unwrap();
+        for i in 0..250 {
+            match c.attach_receiver(ch, &format!("w-{ch}-{i}"), Some("events-store/rings"), &LinkOptions::default()) {
+                Ok(l) => links.push(l),
+                Err(e) => {
+                    refused = Some(e.to_string());
+                    break 'sessions;
+                }
+            }
+        }
+    }
+    let refused = refused.expect("2,000 subscriptions taken on one connection");
+    assert!(refused.contains("amqp:resource-limit-exceeded"), "{refused}");
+    assert_eq!(links.len(), 1170, "subscriptions taken before the cap");
+    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
+    assert!(grown_mib < 200, "broker RSS grew by {grown_mib} MiB");
+    // A detach makes room for one more, on the same connection.
+    c.engine().detach(links[0], None);
+    c.pump(Duration::from_millis(200)).unwrap();
+    let ch = c.begin().unwrap();
+    c.attach_receiver(ch, "after-detach", Some("events-store/rings"), &LinkOptions::default())
+        .expect("room again after a detach");
+    by.finish(&b);
 }

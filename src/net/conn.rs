@@ -46,6 +46,10 @@ const NODE_QUEUE_MAX: usize = 4096;
 /// settled), at most; a message that would pass it is refused "dynamic node is full"
 /// (one message always enters a connection whose nodes hold nothing).
 const NODE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// Memory of the deliver-first windows (rings of MaxUnsettledPerLink slots, allocated
+/// when the link attaches) of one connection's events-store subscriptions, at most; an
+/// attach past it is refused (the first one always fits).
+const RING_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Longest link name accepted, in bytes.
 const MAX_LINK_NAME: usize = 1024;
 /// How long a failed authentication waits before its outcome and the close.
@@ -151,6 +155,11 @@ impl NodeState {
     }
 }
 
+/// An events-store consume link (it owns a deliver-first ring).
+fn is_store_consumer(ctx: &LinkCtx) -> bool {
+    matches!(&ctx.kind, LinkKind::Consume { key, .. } if key.pattern == Pattern::EventsStore)
+}
+
 /// `<shard>.<conn>.<seq>.<nonce as 16 hex digits>`, the request id a request's
 /// reply-to carries; None when a response names anything else.
 fn parse_request_id(id: &str) -> Option<(u16, u64, u64, u64)> {
@@ -190,6 +199,8 @@ struct Driver {
     next_serial: u64,
     sessions: HashSet<u16>,
     nodes: HashMap<String, NodeState>,
+    /// Events-store consume links (each with a ring allocated at attach).
+    store_consumers: u64,
     /// Payload bytes held by `nodes` (bounded by [`NODE_BYTES_MAX`]).
     node_bytes: u64,
     /// Deliveries whose lease was renewed in this batch of events.
@@ -295,6 +306,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         next_serial: 1,
         sessions: HashSet::default(),
         nodes: HashMap::default(),
+        store_consumers: 0,
         node_bytes: 0,
         renewed: HashSet::default(),
         links_on: HashMap::default(),
@@ -757,6 +769,9 @@ impl Driver {
     /// attach checks use (constant time, however many links the connection has).
     fn insert_link(&mut self, link: LinkId, ctx: LinkCtx) {
         *self.links_on.entry(ctx.channel).or_insert(0) += 1;
+        if is_store_consumer(&ctx) {
+            self.store_consumers += 1;
+        }
         self.link_names.insert((ctx.channel, ctx.role == Role::Sender, ctx.name.clone()));
         if let Some(old) = self.links.insert(link, ctx) {
             self.unindex_link(&old);
@@ -770,6 +785,9 @@ impl Driver {
     }
 
     fn unindex_link(&mut self, ctx: &LinkCtx) {
+        if is_store_consumer(ctx) {
+            self.store_consumers -= 1;
+        }
         if let Some(n) = self.links_on.get_mut(&ctx.channel) {
             *n -= 1;
             if *n == 0 {
@@ -987,6 +1005,18 @@ impl Driver {
         let durable =
             key.pattern == Pattern::EventsStore && source.expiry_policy.as_ref().is_some_and(|p| p.as_str() == "never");
         let durable_id = durable.then(|| durable_identity(&self.info.container_id, &attach.name));
+        if key.pattern == Pattern::EventsStore && self.store_consumers > 0 {
+            // Each subscription's window is allocated whole when it attaches.
+            let slot = std::mem::size_of::<(u64, Msg)>() as u64 + 8;
+            let per_link = self.settings().effective_max_unsettled() as u64 * slot;
+            if (self.store_consumers + 1).saturating_mul(per_link) > RING_BYTES_MAX {
+                return self.refuse(
+                    link,
+                    condition::RESOURCE_LIMIT_EXCEEDED,
+                    "too many events-store subscriptions on this connection",
+                );
+            }
+        }
         // Events and events-store deliver pre-settled; queues honour snd-settle-mode.
         let presettled = match key.pattern {
             Pattern::Queues => attach.snd_settle_mode() == SenderSettleMode::Settled,
