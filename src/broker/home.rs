@@ -489,6 +489,15 @@ impl Home {
                     }
                 }
             },
+            ShardMsg::Settle { key, sub, .. } if matches!(key.pattern, Pattern::Commands | Pattern::Queries) => {
+                // A responder settled (or could not be sent) a request: room for one more.
+                if let Some(r) = self.rpcs.get_mut(&key) {
+                    if let Some(resp) = r.responders.iter_mut().find(|x| x.sub == sub) {
+                        resp.unsettled = resp.unsettled.saturating_sub(1);
+                    }
+                    r.dispatch(now_ms, &mut self.stats, out);
+                }
+            }
             ShardMsg::Settle { key, sub, token, outcome } => {
                 let max = self.max_receive_count;
                 if let Some(q) = self.queues.get_mut(&key) {
@@ -1596,6 +1605,17 @@ struct Responder {
     sub: SubRef,
     credit: Credit,
     presettled: bool,
+    /// Requests sent unsettled and not yet settled by the responder, and the most it
+    /// may have (MaxUnsettledPerLink): a responder that never settles stops getting
+    /// requests instead of piling up unsettled state.
+    unsettled: u32,
+    max_unsettled: u32,
+}
+
+impl Responder {
+    fn can_take(&self) -> bool {
+        self.credit.credit > 0 && (self.presettled || self.unsettled < self.max_unsettled)
+    }
 }
 
 #[derive(Debug, Default)]
@@ -1624,7 +1644,13 @@ impl RpcChan {
     }
 
     fn subscribe(&mut self, sub: SubRef, spec: &SubSpec, now_ms: u64, out: &mut Vec<ShardMsg>) {
-        self.responders.push(Responder { sub, credit: Credit::default(), presettled: spec.presettled });
+        self.responders.push(Responder {
+            sub,
+            credit: Credit::default(),
+            presettled: spec.presettled,
+            unsettled: 0,
+            max_unsettled: spec.max_unsettled.max(1),
+        });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
         let mut stats = HomeStats::default();
         self.dispatch(now_ms, &mut stats, out);
@@ -1639,7 +1665,7 @@ impl RpcChan {
                 continue;
             }
             let n = self.responders.len();
-            let pick = (0..n).map(|k| (self.rr + k) % n).find(|i| self.responders[*i].credit.credit > 0);
+            let pick = (0..n).map(|k| (self.rr + k) % n).find(|i| self.responders[*i].can_take());
             let Some(i) = pick else {
                 self.waiting_bytes += msg.payload.len() as u64;
                 self.waiting.push_front((msg, deadline));
@@ -1648,6 +1674,9 @@ impl RpcChan {
             self.rr = (i + 1) % n.max(1);
             let r = &mut self.responders[i];
             r.credit.take();
+            if !r.presettled {
+                r.unsettled += 1;
+            }
             out.push(ShardMsg::Deliver { sub: r.sub, token: 0, msg, receive_count: 0, settled: r.presettled });
         }
         for r in &mut self.responders {

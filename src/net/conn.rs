@@ -1351,7 +1351,9 @@ impl Driver {
                 if pattern == Pattern::Events {
                     self.count_events_out(link, 1, len);
                 }
-                if !settled && pattern == Pattern::Queues {
+                // Queue deliveries and RPC requests sent unsettled: the home hears
+                // of their settlement (a responder's unsettled requests are bounded).
+                if !settled && pattern != Pattern::Events && pattern != Pattern::EventsStore {
                     if let Some(LinkKind::Consume { unsettled, .. }) = self.links.get_mut(&link).map(|c| &mut c.kind) {
                         unsettled.insert(delivery_id, token);
                     }
@@ -1359,7 +1361,7 @@ impl Driver {
             }
             Err(UsageError::SessionWindow) => self.hold(Held { link, token, payload, settled }),
             Err(_) => {
-                if pattern == Pattern::Queues && !settled {
+                if pattern != Pattern::Events && pattern != Pattern::EventsStore && !settled {
                     let Some(ctx) = self.links.get(&link) else { return };
                     let LinkKind::Consume { key, .. } = &ctx.kind else { return };
                     let key = key.clone();

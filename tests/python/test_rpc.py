@@ -256,3 +256,22 @@ def test_rpc_max_pending(broker_factory, amqp):
     assert rpc.request(correlation_id="2").remote_state == ACCEPTED
     cond = rejected_with(rpc.request(correlation_id="3"), "amqp:resource-limit-exceeded")
     assert "rpc pending limit" in (cond.description or "")
+
+
+def test_a_responder_that_never_settles_gets_at_most_its_unsettled_window(broker_factory, amqp):
+    """A responder receiving unsettled gets at most MaxUnsettledPerLink requests it has
+    not settled, whatever credit it grants (before: every request its credit allowed,
+    its unsettled state growing without bound); settling makes room for the next."""
+    b = broker_factory(CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK="4")
+    rpc = Rpc(amqp, b.url, "commands")  # the responder grants 50 credits
+    for i in range(10):
+        assert rpc.request(body=str(i), correlation_id=str(i)).remote_state == ACCEPTED
+    first = rpc.inbox.take(4)
+    amqp.pump(0.5)
+    assert len(rpc.inbox.received) == 0, "more than 4 unsettled requests sent to one responder"
+    for req in first[:2]:
+        req.accept()
+    more = rpc.inbox.take(2)
+    amqp.pump(0.5)
+    assert len(rpc.inbox.received) == 0, "more than 4 unsettled requests after settling 2"
+    assert [r.body for r in first + more] == [str(i) for i in range(6)]
