@@ -1248,7 +1248,7 @@ impl Connection {
         // again (with what this frame adds) only if it goes back.
         let taken = l.partial.take();
         if let Some(p) = &taken {
-            self.partial_bytes -= p.data.len() as u64;
+            self.partial_bytes -= p.data.capacity() as u64;
         }
         let mut partial = match taken {
             None => {
@@ -1293,12 +1293,14 @@ impl Connection {
                     self.deliver(ch, id, delivery_id, tag, settled, message_format, payload);
                     return Ok(());
                 }
+                // Counted by the memory it takes (its capacity, which grows by
+                // doubling), not only by the bytes it holds so far.
                 if self.partial_bytes + payload.len() as u64 > budget {
                     return Err(reassembly_budget_used_up(id));
                 }
-                let mut data = BytesMut::with_capacity(payload.len() * 4);
+                let mut data = BytesMut::with_capacity(payload.len());
                 data.extend_from_slice(&payload);
-                self.partial_bytes += data.len() as u64;
+                self.partial_bytes += data.capacity() as u64;
                 l.partial = Some(Partial {
                     delivery_id,
                     tag: tag.clone(),
@@ -1328,10 +1330,10 @@ impl Connection {
         partial.data.extend_from_slice(&payload);
         partial.settled |= t.settled();
         if t.more() {
-            if self.partial_bytes + partial.data.len() as u64 > budget {
+            if self.partial_bytes + partial.data.capacity() as u64 > budget {
                 return Err(reassembly_budget_used_up(id));
             }
-            self.partial_bytes += partial.data.len() as u64;
+            self.partial_bytes += partial.data.capacity() as u64;
             l.partial = Some(partial);
             return Ok(());
         }
@@ -1421,7 +1423,7 @@ impl Connection {
             if let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::as_mut) {
                 l.state = LinkState::DetachReceived { closed: d.closed() };
                 if let Some(p) = l.partial.take() {
-                    self.partial_bytes -= p.data.len() as u64;
+                    self.partial_bytes -= p.data.capacity() as u64;
                 }
             }
             self.events.push_back(Event::Detached { link: id, closed: d.closed(), error: d.error, local: false });
@@ -1691,7 +1693,7 @@ impl Connection {
         let ch = l.channel;
         let was_attached_by_peer = l.remote_handle.is_some();
         l.state = LinkState::DetachSent;
-        let dropped = l.partial.take().map_or(0, |p| p.data.len() as u64);
+        let dropped = l.partial.take().map_or(0, |p| p.data.capacity() as u64);
         let handle = l.local_handle;
         self.partial_bytes -= dropped;
         if let Some(h) = handle {
@@ -1720,7 +1722,7 @@ impl Connection {
     fn free_link(&mut self, id: LinkId) {
         let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::take) else { return };
         if let Some(p) = &l.partial {
-            self.partial_bytes -= p.data.len() as u64;
+            self.partial_bytes -= p.data.capacity() as u64;
         }
         self.free_links.push(id.0);
         if let Some(s) = self.sessions.get_mut(l.channel as usize).and_then(Option::as_mut) {

@@ -1206,6 +1206,40 @@ fn reassembly_budget_is_shared_by_the_links_of_a_connection() {
     assert!(local_error(&ev).is_none(), "{ev:?}");
 }
 
+/// The reassembly budget counts the memory a partial message takes (its buffer's
+/// capacity, which grows by doubling), not only the bytes it holds so far: before,
+/// a buffer preallocated at four times the first frame and counted by its length let
+/// the connection hold up to four times its budget.
+#[test]
+fn reassembly_budget_counts_the_memory_a_partial_message_takes() {
+    let mut cfg = Config::server("s");
+    cfg.max_message_size = 1000;
+    cfg.max_reassembly_bytes = 1500;
+    let (mut s, _) = raw_server_with_receiver(cfg, 10);
+    s.handle_input(&raw(0, raw_attach(1, Role::Sender), &[]), 0);
+    let link = match drain(&mut s).into_iter().next() {
+        Some(Event::AttachRequested { link, .. }) => link,
+        other => panic!("{other:?}"),
+    };
+    s.attach_reply(link, Attach::default()).unwrap();
+    s.grant_credit(link, 10, false).unwrap();
+    collect_out(&mut s);
+    // What 600 + 100 bytes take once grown.
+    let mut probe = bytes::BytesMut::with_capacity(600);
+    probe.extend_from_slice(&[0u8; 600]);
+    probe.extend_from_slice(&[0u8; 100]);
+    let taken = probe.capacity();
+    assert!(taken > 700 && taken < 1500, "capacity {taken}");
+    s.handle_input(&raw(0, raw_transfer(0, Some(0), true), &[1u8; 600]), 0);
+    s.handle_input(&raw(0, raw_transfer(0, None, true), &[1u8; 100]), 0);
+    assert!(local_error(&drain(&mut s)).is_none());
+    // Fits the budget by the bytes held (700 + n), not by the memory taken.
+    let n = 1500 - taken + 1;
+    s.handle_input(&raw(0, raw_transfer(1, Some(1), true), &vec![2u8; n]), 0);
+    let ev = drain(&mut s);
+    assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:resource-limit-exceeded"), "{ev:?}");
+}
+
 /// A peer advertising a 1 ms idle-time-out gets an empty frame every
 /// `MIN_HEARTBEAT_MS`, not every half millisecond.
 #[test]
