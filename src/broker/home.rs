@@ -489,11 +489,10 @@ impl Home {
                     }
                 }
             },
-            ShardMsg::Settle { key, sub, .. } if matches!(key.pattern, Pattern::Commands | Pattern::Queries) => {
-                // A responder settled (or could not be sent) a request: room for one more.
+            ShardMsg::RpcSettled { key, sub, n } => {
                 if let Some(r) = self.rpcs.get_mut(&key) {
                     if let Some(resp) = r.responders.iter_mut().find(|x| x.sub == sub) {
-                        resp.unsettled = resp.unsettled.saturating_sub(1);
+                        resp.unsettled = resp.unsettled.saturating_sub(n);
                     }
                     r.dispatch(now_ms, &mut self.stats, out);
                 }

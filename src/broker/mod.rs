@@ -230,6 +230,16 @@ pub enum ShardMsg {
         /// Outcome.
         outcome: Outcome,
     },
+    /// A responder settled `n` requests (or they could not be sent), coalesced per
+    /// turn of its connection: room for as many more.
+    RpcSettled {
+        /// Channel (commands or queries).
+        key: ChannelKey,
+        /// The responder's link.
+        sub: SubRef,
+        /// How many.
+        n: u32,
+    },
     /// The consume link is gone: return its unsettled deliveries.
     Unsubscribe {
         /// Channel.
@@ -403,6 +413,7 @@ impl ShardMsg {
             | ShardMsg::Subscribe { key, .. }
             | ShardMsg::Credit { key, .. }
             | ShardMsg::Settle { key, .. }
+            | ShardMsg::RpcSettled { key, .. }
             | ShardMsg::Unsubscribe { key, .. }
             | ShardMsg::RingSpace { key, .. }
             | ShardMsg::Consumed { key, .. }

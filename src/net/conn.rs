@@ -201,6 +201,9 @@ struct Driver {
     nodes: HashMap<String, NodeState>,
     /// Events-store consume links (each with a ring allocated at attach).
     store_consumers: u64,
+    /// Requests settled by this connection's responders in this turn, per link: told
+    /// to the channels once at the end of the turn (at most one entry per link).
+    rpc_settled: Vec<(ChannelKey, SubRef, u32)>,
     /// Payload bytes held by `nodes` (bounded by [`NODE_BYTES_MAX`]).
     node_bytes: u64,
     /// Deliveries whose lease was renewed in this batch of events.
@@ -307,6 +310,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         sessions: HashSet::default(),
         nodes: HashMap::default(),
         store_consumers: 0,
+        rpc_settled: Vec::new(),
         node_bytes: 0,
         renewed: HashSet::default(),
         links_on: HashMap::default(),
@@ -608,7 +612,18 @@ impl Driver {
         }
         self.renewed.clear();
         self.flush_events();
+        for (key, sub, n) in std::mem::take(&mut self.rpc_settled) {
+            self.shard.route(ShardMsg::RpcSettled { key, sub, n });
+        }
         self.refresh_registry();
+    }
+
+    /// A responder's request was settled (or could not be sent).
+    fn rpc_settled(&mut self, key: &ChannelKey, sub: SubRef) {
+        match self.rpc_settled.iter_mut().rev().find(|e| e.1 == sub) {
+            Some(e) => e.2 += 1,
+            None => self.rpc_settled.push((key.clone(), sub, 1)),
+        }
     }
 
     /// Route a message; events batched before it go first, so order is kept.
@@ -1366,7 +1381,11 @@ impl Driver {
                     let LinkKind::Consume { key, .. } = &ctx.kind else { return };
                     let key = key.clone();
                     let sub = self.sub(ctx.serial);
-                    self.route(ShardMsg::Settle { key, sub, token, outcome: Outcome::Undelivered });
+                    if key.pattern == Pattern::Queues {
+                        self.route(ShardMsg::Settle { key, sub, token, outcome: Outcome::Undelivered });
+                    } else {
+                        self.rpc_settled(&key, sub);
+                    }
                 }
             }
         }
@@ -1464,7 +1483,11 @@ impl Driver {
                 if let Some(token) = unsettled.remove(&delivery_id) {
                     let key = key.clone();
                     let sub = self.sub(serial);
-                    self.route(ShardMsg::Settle { key, sub, token, outcome });
+                    if key.pattern == Pattern::Queues {
+                        self.route(ShardMsg::Settle { key, sub, token, outcome });
+                    } else {
+                        self.rpc_settled(&key, sub);
+                    }
                 }
             }
             LinkKind::NodeConsume { node } => {
