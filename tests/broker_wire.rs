@@ -341,6 +341,20 @@ fn dynamic_nodes(b: &Broker, container: &str) -> i64 {
 }
 
 /// Wait (up to 5 s) for the admin API to report `want` dynamic nodes.
+/// A receiving link from a new dynamic node; the node's address.
+fn dynamic_receiver(c: &mut Client, ch: u16, name: &str) -> (sluice_proto::engine::LinkId, String) {
+    use sluice_proto::types::{Attach, AttachTarget, Role, Source, Target};
+    let attach = Attach {
+        name: name.into(),
+        role: Role::Receiver,
+        source: Some(Source { dynamic: Some(true), ..Default::default() }),
+        target: Some(AttachTarget::Target(Target::default())),
+        ..Default::default()
+    };
+    let (r, reply) = c.attach_full(ch, attach).unwrap();
+    (r, reply.source.as_ref().and_then(|s| s.address.clone()).unwrap())
+}
+
 fn wait_dynamic_nodes(b: &Broker, c: &mut Client, container: &str, want: i64) -> i64 {
     let deadline = Instant::now() + Duration::from_secs(5);
     loop {
@@ -376,15 +390,7 @@ fn dynamic_nodes_go_with_their_links_and_keep_at_most_a_window_unsettled() {
     assert_eq!(wait_dynamic_nodes(&b, &mut c, "dyn", 0), 0, "nodes left behind by links detached at once");
 
     // A node with a consumer granting far more credit than the window.
-    let attach = Attach {
-        name: "replies".into(),
-        role: Role::Receiver,
-        source: Some(Source { dynamic: Some(true), ..Default::default() }),
-        target: Some(AttachTarget::Target(Target::default())),
-        ..Default::default()
-    };
-    let (r, reply) = c.attach_full(ch, attach).unwrap();
-    let node = reply.source.as_ref().and_then(|s| s.address.clone()).unwrap();
+    let (r, node) = dynamic_receiver(&mut c, ch, "replies");
     assert_eq!(wait_dynamic_nodes(&b, &mut c, "dyn", 1), 1);
     c.engine().grant_credit(r, 1000, false).unwrap();
     let s = c.attach_sender(ch, "to-node", Some(&node), &opts()).unwrap();
@@ -492,19 +498,10 @@ fn the_last_of_many_quick_attaches_reaches_the_admin_api() {
 /// the node takes messages again.
 #[test]
 fn a_dynamic_node_nobody_reads_is_bounded_in_bytes() {
-    use sluice_proto::types::{Attach, AttachTarget, Role, Source, Target};
     let b = Broker::start(&[]);
     let mut c = Client::connect(b.addr(), "dyn-bytes").unwrap();
     let ch = c.begin().unwrap();
-    let attach = Attach {
-        name: "unread".into(),
-        role: Role::Receiver,
-        source: Some(Source { dynamic: Some(true), ..Default::default() }),
-        target: Some(AttachTarget::Target(Target::default())),
-        ..Default::default()
-    };
-    let (r, reply) = c.attach_full(ch, attach).unwrap();
-    let node = reply.source.as_ref().and_then(|s| s.address.clone()).unwrap();
+    let (r, node) = dynamic_receiver(&mut c, ch, "unread");
     let s = c.attach_sender(ch, "to-node", Some(&node), &opts()).unwrap();
     let before = common::rss_kib(b.pid());
     let big = data_message(&vec![1u8; 1 << 20]);
