@@ -1199,9 +1199,9 @@ fn events_channels_coming_and_going_do_not_disturb_another_stream() {
 /// The same bound when every event travels alone: a publisher alternating between a
 /// channel with one stalled subscriber (huge credit, never reads) and a channel with
 /// none sends each event to the subscriber in a batch of its own. Each such batch
-/// used to sit in the connection's inbox in a list with room for 64 events (2.5 KiB
-/// for a 4-byte event, against the 68 bytes the window charges), so the window let
-/// ~40 times its size pile up; now a short batch is sent in a list of its own size.
+/// sits in the connection's inbox in a list with room for 64 events (2.5 KiB for a
+/// 4-byte event); the window charged only the 68 bytes of the event, so ~40 times its
+/// size piled up. Now each batch on its way is charged its own cost too.
 #[test]
 fn a_stalled_subscriber_fed_one_event_at_a_time_costs_bounded_memory() {
     // Enough that the subscriber's socket buffers (several MiB on loopback, ~40 bytes

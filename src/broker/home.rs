@@ -471,6 +471,10 @@ impl Home {
                             s.credit.update(credit, delivery_count, drain);
                             s.acked = delivery_count;
                             s.acked_bytes = bytes_out;
+                            // Batches whose last event is written are gone.
+                            while s.batch_ends.front().is_some_and(|e| (delivery_count.wrapping_sub(*e) as i32) >= 0) {
+                                s.batch_ends.pop_front();
+                            }
                             // Held events go first; then a drain completes at once.
                             s.flush_held(out);
                             s.credit.finish_drain(sub, out);
@@ -1022,6 +1026,12 @@ impl QueueChan {
 /// (`conn.rs`), so a subscriber that keeps up does not meet the bound.
 pub const EVENT_OVERHEAD: u64 = 64;
 
+/// What one batch of deliveries on its way to a subscriber costs besides its events:
+/// its list (room for [`EVENTS_BATCH`] events) and its message slot. Counted in the
+/// window too, so a subscriber fed one event per batch (a publisher alternating between
+/// channels) is held to the same memory as one fed full batches.
+pub const BATCH_OVERHEAD: u64 = (EVENTS_BATCH * std::mem::size_of::<Msg>() + std::mem::size_of::<ShardMsg>()) as u64;
+
 #[derive(Debug)]
 struct EvSub {
     sub: SubRef,
@@ -1045,6 +1055,9 @@ struct EvSub {
     /// Deliveries of the publish (or publish batch) being handled, sent as one
     /// [`ShardMsg::DeliverBatch`] when it is done.
     pending: Vec<Msg>,
+    /// The delivery count at the end of each batch sent and not yet written by the
+    /// connection: each costs [`BATCH_OVERHEAD`] in the window, whatever it holds.
+    batch_ends: VecDeque<u32>,
 }
 
 impl EvSub {
@@ -1053,7 +1066,9 @@ impl EvSub {
     #[inline]
     fn room(&self) -> bool {
         let in_flight = (self.credit.sent.wrapping_sub(self.acked) as i32).max(0) as u64;
-        let cost = self.sent_bytes.saturating_sub(self.acked_bytes) + in_flight * EVENT_OVERHEAD;
+        let cost = self.sent_bytes.saturating_sub(self.acked_bytes)
+            + in_flight * EVENT_OVERHEAD
+            + self.batch_ends.len() as u64 * BATCH_OVERHEAD;
         self.credit.credit > 0 && (cost < self.window || in_flight == 0)
     }
 
@@ -1078,16 +1093,11 @@ impl EvSub {
         if self.pending.is_empty() {
             return;
         }
-        // A short batch leaves in a list of its own size (the gathering list stays for
-        // the next): batches wait in the connection's inbox while it is slow, and a
-        // one-event batch in a list with room for EVENTS_BATCH cost 40 times what
-        // the in-flight window charges for it (`EVENT_OVERHEAD`).
-        let msgs = if self.pending.len() * 2 <= self.pending.capacity() {
-            self.pending.drain(..).collect()
-        } else {
-            std::mem::replace(&mut self.pending, Vec::with_capacity(EVENTS_BATCH))
-        };
+        let msgs = std::mem::replace(&mut self.pending, Vec::with_capacity(EVENTS_BATCH));
         out.push(ShardMsg::DeliverBatch { sub: self.sub, msgs });
+        // The batch's own cost counts in the window until the connection has written
+        // its last event.
+        self.batch_ends.push_back(self.credit.sent);
     }
 
     /// No credit: hold the event (dropping the oldest beyond the buffer's count, or
@@ -1143,6 +1153,7 @@ impl EventsChan {
             buffer: spec.events_buffer,
             missed: 0,
             pending: Vec::new(),
+            batch_ends: VecDeque::new(),
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
     }
