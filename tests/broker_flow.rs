@@ -629,7 +629,10 @@ fn a_connection_holding_events_behind_shut_windows_is_bounded() {
     fine.pump(Duration::from_millis(200)).unwrap();
     let (mut p, s) = presettled_publisher(&b, "events/shut");
     p.wait_credit(s).unwrap();
-    let body = vec![7u8; 1024];
+    // 4 KiB events, one per batch: each link's window (payload + 64 B per event + 2.7 KiB
+    // per batch) lets ~40 KiB of payload wait per link, 320 KiB for the eight links,
+    // past the connection's 256 KiB.
+    let body = vec![7u8; 4096];
     for _ in 0..1000 {
         while p.engine().link_credit(s) == 0 {
             p.pump(Duration::from_millis(5)).unwrap();
@@ -1249,4 +1252,51 @@ fn a_stalled_subscriber_fed_one_event_at_a_time_costs_bounded_memory() {
     eprintln!("broker RSS grew by {grown_mib} MiB for one stalled subscriber fed single-event batches");
     assert!(grown_mib < 48, "the broker grew by {grown_mib} MiB for one stalled subscriber (window 4 MiB)");
     assert!(b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap() > 0.0, "the window never closed");
+}
+
+/// A subscriber that keeps up never meets the in-flight window, also when every event
+/// reaches it in a batch of its own (each batch is charged 2.7 KiB in the window, so
+/// its connection counts the batches too when it decides to report its progress;
+/// without that, the window closed after ~1,500 single-event batches at 4 MiB and a
+/// subscriber reading everything lost events).
+#[test]
+fn a_subscriber_that_keeps_up_loses_nothing_to_single_event_batches() {
+    const N: u32 = 20_000;
+    let b = Broker::start(&[("SLUICE_SHARDS", "1"), ("SLUICE_EVENTS_IN_FLIGHT_BYTES", "4194304")]);
+    let mut sub = Client::connect(b.addr(), "keeps-up").unwrap();
+    let ch = sub.begin().unwrap();
+    let r = sub.attach_receiver(ch, "r", Some("events/keeps-up-a"), &LinkOptions::default()).unwrap();
+    sub.engine().grant_credit(r, 100_000_000, false).unwrap();
+    sub.flush().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut got = 0u32;
+        while got < N {
+            match sub.receive(r, Duration::from_secs(5)) {
+                Ok(_) => got += 1,
+                Err(_) => break,
+            }
+        }
+        got
+    });
+    let mut p = Client::connect(b.addr(), "alternating-slowly").unwrap();
+    let pch = p.begin().unwrap();
+    let settled = LinkOptions { presettled: true, ..Default::default() };
+    let a = p.attach_sender(pch, "a", Some("events/keeps-up-a"), &settled).unwrap();
+    let other = p.attach_sender(pch, "b", Some("events/keeps-up-b"), &settled).unwrap();
+    for i in 0..N {
+        for link in [a, other] {
+            while p.engine().link_credit(link) == 0 || p.engine().session_window(pch) == 0 {
+                p.pump(Duration::from_millis(1)).unwrap();
+            }
+            p.send(link, data_message(&i.to_be_bytes()), true).unwrap();
+        }
+        p.flush().unwrap();
+        if i % 64 == 0 {
+            // Let the subscriber catch up now and then: it keeps up.
+            p.pump(Duration::from_millis(1)).unwrap();
+        }
+    }
+    let got = reader.join().unwrap();
+    let dropped = b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap_or(0.0);
+    assert_eq!((got, dropped), (N, 0.0), "events received, and dropped at the window");
 }

@@ -3,7 +3,7 @@
 //! large batches, and delivers what the channels' homes send back.
 
 use crate::broker::address::{self, ChannelKey, Node};
-use crate::broker::home::EVENT_OVERHEAD;
+use crate::broker::home::{BATCH_OVERHEAD, EVENT_OVERHEAD};
 use crate::broker::message::{self, Refusal};
 use crate::broker::selector::Selector;
 use crate::broker::{now_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
@@ -1211,11 +1211,12 @@ impl Driver {
     /// Events: count what this link has written, and tell the home how far it has got
     /// once a quarter of its window has gone out since the last report, so the window
     /// keeps moving for a subscriber that keeps up.
-    fn count_events_out(&mut self, link: LinkId, n: u64, bytes: u64) {
+    /// `batches`: delivery batches taken from the home (each counts in its window).
+    fn count_events_out(&mut self, link: LinkId, n: u64, bytes: u64, batches: u64) {
         let Some(ctx) = self.links.get_mut(&link) else { return };
         ctx.bytes_out += bytes;
         ctx.unreported.0 += n as u32;
-        ctx.unreported.1 += bytes;
+        ctx.unreported.1 += bytes + batches * BATCH_OVERHEAD;
         let cost = ctx.unreported.1 + ctx.unreported.0 as u64 * EVENT_OVERHEAD;
         if cost < self.shard.global.settings.events_in_flight_bytes / 4 {
             return;
@@ -1335,8 +1336,10 @@ impl Driver {
         }
         if sent > 0 {
             add(&self.shard.counters.transfers_out[pattern_index(Pattern::Events)], sent);
-            self.count_events_out(link, sent, bytes);
         }
+        // The batch counts even when its events wait behind the session window: the
+        // home charged it, and a subscriber that keeps up must hear back in time.
+        self.count_events_out(link, sent, bytes, 1);
         let settings = &self.shard.global.settings;
         let cap = settings.events_in_flight_bytes.saturating_mul(4);
         if self.held_bytes > cap {
@@ -1364,7 +1367,7 @@ impl Driver {
                 self.spent.push(payload);
                 add(&self.shard.counters.transfers_out[pattern_index(pattern)], 1);
                 if pattern == Pattern::Events {
-                    self.count_events_out(link, 1, len);
+                    self.count_events_out(link, 1, len, 0);
                 }
                 // Queue deliveries and RPC requests sent unsettled: the home hears
                 // of their settlement (a responder's unsettled requests are bounded).
