@@ -448,8 +448,11 @@ impl Home {
                 Pattern::Queues => self.queue(&key).subscribe(sub, &spec, now_ms, out),
                 Pattern::Events => self.events.entry(key).or_default().subscribe(sub, *spec, out),
                 Pattern::EventsStore => {
+                    // Counted over the shard's channels only for a durable attach.
                     let max = self.limits.max_durable_subscriptions as usize;
-                    let room = max == 0 || self.stores.values().map(|s| s.cursors.len()).sum::<usize>() < max;
+                    let room = spec.durable.is_none()
+                        || max == 0
+                        || self.stores.values().map(|s| s.cursors.len()).sum::<usize>() < max;
                     self.store(&key).subscribe(sub, *spec, room, now_ms, out)
                 }
                 Pattern::Commands | Pattern::Queries => {

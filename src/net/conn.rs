@@ -618,11 +618,17 @@ impl Driver {
         self.refresh_registry();
     }
 
-    /// A responder's request was settled (or could not be sent).
-    fn rpc_settled(&mut self, key: &ChannelKey, sub: SubRef) {
+    /// An unsettled delivery of a consume link was settled (or could not be sent):
+    /// a queue's home hears of it at once, an RPC responder's settlements are counted
+    /// and told at the end of the turn.
+    fn consumed_settled(&mut self, key: ChannelKey, sub: SubRef, token: u64, outcome: Outcome) {
+        if key.pattern == Pattern::Queues {
+            self.route(ShardMsg::Settle { key, sub, token, outcome });
+            return;
+        }
         match self.rpc_settled.iter_mut().rev().find(|e| e.1 == sub) {
             Some(e) => e.2 += 1,
-            None => self.rpc_settled.push((key.clone(), sub, 1)),
+            None => self.rpc_settled.push((key, sub, 1)),
         }
     }
 
@@ -1384,11 +1390,7 @@ impl Driver {
                     let LinkKind::Consume { key, .. } = &ctx.kind else { return };
                     let key = key.clone();
                     let sub = self.sub(ctx.serial);
-                    if key.pattern == Pattern::Queues {
-                        self.route(ShardMsg::Settle { key, sub, token, outcome: Outcome::Undelivered });
-                    } else {
-                        self.rpc_settled(&key, sub);
-                    }
+                    self.consumed_settled(key, sub, token, Outcome::Undelivered);
                 }
             }
         }
@@ -1486,11 +1488,7 @@ impl Driver {
                 if let Some(token) = unsettled.remove(&delivery_id) {
                     let key = key.clone();
                     let sub = self.sub(serial);
-                    if key.pattern == Pattern::Queues {
-                        self.route(ShardMsg::Settle { key, sub, token, outcome });
-                    } else {
-                        self.rpc_settled(&key, sub);
-                    }
+                    self.consumed_settled(key, sub, token, outcome);
                 }
             }
             LinkKind::NodeConsume { node } => {

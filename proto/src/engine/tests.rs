@@ -180,15 +180,21 @@ fn raw_transfer(handle: u32, id: Option<u32>, more: bool) -> Performative {
 /// Attach a receiving link on the raw server and grant it credit.
 fn raw_server_with_receiver(config: Config, credit: u32) -> (Connection, LinkId) {
     let mut s = raw_server(config);
-    s.handle_input(&raw(0, raw_attach(0, Role::Sender), &[]), 0);
-    let link = match drain(&mut s).into_iter().next() {
+    let link = attach_receiving_link(&mut s, 0, credit);
+    collect_out(&mut s);
+    (s, link)
+}
+
+/// The server takes the peer's sending link on `handle` and grants it `credit`.
+fn attach_receiving_link(s: &mut Connection, handle: u32, credit: u32) -> LinkId {
+    s.handle_input(&raw(0, raw_attach(handle, Role::Sender), &[]), 0);
+    let link = match drain(s).into_iter().next() {
         Some(Event::AttachRequested { link, .. }) => link,
         other => panic!("{other:?}"),
     };
     s.attach_reply(link, Attach::default()).unwrap();
     s.grant_credit(link, credit, false).unwrap();
-    collect_out(&mut s);
-    (s, link)
+    link
 }
 
 #[test]
@@ -1154,17 +1160,6 @@ fn frames_that_make_many_events_are_taken_a_bounded_batch_at_a_time() {
     assert_eq!(drain(&mut p.server).len(), 100);
 }
 
-/// The server takes the peer's sending link on `handle` and grants it 10 credits.
-fn attach_receiving_link(s: &mut Connection, handle: u32) {
-    s.handle_input(&raw(0, raw_attach(handle, Role::Sender), &[]), 0);
-    let link = match drain(s).into_iter().next() {
-        Some(Event::AttachRequested { link, .. }) => link,
-        other => panic!("{other:?}"),
-    };
-    s.attach_reply(link, Attach::default()).unwrap();
-    s.grant_credit(link, 10, false).unwrap();
-}
-
 /// Messages being reassembled on several links share one budget per connection: a
 /// frame that would pass it detaches its own link (resource-limit-exceeded) and
 /// frees what that link held; the other links carry on, and the budget is given back
@@ -1176,7 +1171,7 @@ fn reassembly_budget_is_shared_by_the_links_of_a_connection() {
     cfg.max_reassembly_bytes = 1500;
     let (mut s, _) = raw_server_with_receiver(cfg, 10);
     for h in 1..3 {
-        attach_receiving_link(&mut s, h);
+        attach_receiving_link(&mut s, h, 10);
     }
     collect_out(&mut s);
     // Handles 0 and 1 each hold 700 bytes of a message: 1400 of 1500.
@@ -1221,7 +1216,7 @@ fn reassembly_budget_counts_the_memory_a_partial_message_takes() {
     cfg.max_message_size = 1000;
     cfg.max_reassembly_bytes = 1500;
     let (mut s, _) = raw_server_with_receiver(cfg, 10);
-    attach_receiving_link(&mut s, 1);
+    attach_receiving_link(&mut s, 1, 10);
     collect_out(&mut s);
     // What 600 + 100 bytes take once grown.
     let mut probe = bytes::BytesMut::with_capacity(600);
