@@ -75,6 +75,10 @@ pub struct Settings {
     /// `SLUICE_HANDSHAKE_TIMEOUT_SECONDS` (default 10, at least 1): time allowed from
     /// accept to a completed OPEN.
     pub handshake_timeout_seconds: u32,
+    /// `SLUICE_WRITE_TIMEOUT_SECONDS` (default 30): a connection whose socket takes
+    /// none of its output for this long (its peer stopped reading) is dropped; 0 waits
+    /// for ever.
+    pub write_timeout_seconds: u32,
     /// `SLUICE_LOG_FORMAT` (default human): log line format.
     pub log_format: LogFormat,
     /// `SLUICE_EVENTS_STORE_STALL` (default detach): what an events-store consume link
@@ -168,6 +172,7 @@ impl Default for Settings {
             data_dir: PathBuf::from("./data"),
             durability: Durability::Fsync,
             handshake_timeout_seconds: 10,
+            write_timeout_seconds: 30,
             log_format: LogFormat::Human,
             events_store_stall: StallPolicy::Detach,
             max_outstanding_messages: 0,
@@ -255,6 +260,7 @@ impl fmt::Display for Settings {
         writeln!(f, "data_dir = {}", text(&self.data_dir.to_string_lossy()))?;
         writeln!(f, "durability = {}", text(self.durability.as_str()))?;
         writeln!(f, "handshake_timeout_seconds = {}", self.handshake_timeout_seconds)?;
+        writeln!(f, "write_timeout_seconds = {}", self.write_timeout_seconds)?;
         writeln!(f, "log_format = {}", text(self.log_format.as_str()))?;
         writeln!(f, "events_store_stall = {}", text(self.events_store_stall.as_str()))?;
         writeln!(f, "max_outstanding_messages = {}", self.max_outstanding_messages)?;
@@ -545,7 +551,7 @@ line and sluice exits with status 2.
 /// The environment variable that names the TOML file.
 const CONFIG_ENV: &str = "SLUICE_CONFIG";
 
-const KEY_COUNT: usize = 43;
+const KEY_COUNT: usize = 44;
 
 /// One configurable setting; the order is the order of [`Settings`] and of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -570,6 +576,7 @@ enum Key {
     DataDir,
     Durability,
     HandshakeTimeoutSeconds,
+    WriteTimeoutSeconds,
     LogFormat,
     EventsStoreStall,
     MaxOutstandingMessages,
@@ -626,6 +633,7 @@ impl Key {
         Key::DataDir,
         Key::Durability,
         Key::HandshakeTimeoutSeconds,
+        Key::WriteTimeoutSeconds,
         Key::LogFormat,
         Key::EventsStoreStall,
         Key::MaxOutstandingMessages,
@@ -673,6 +681,7 @@ impl Key {
             Key::DataDir => "SLUICE_DATA_DIR",
             Key::Durability => "SLUICE_DURABILITY",
             Key::HandshakeTimeoutSeconds => "SLUICE_HANDSHAKE_TIMEOUT_SECONDS",
+            Key::WriteTimeoutSeconds => "SLUICE_WRITE_TIMEOUT_SECONDS",
             Key::LogFormat => "SLUICE_LOG_FORMAT",
             Key::EventsStoreStall => "SLUICE_EVENTS_STORE_STALL",
             Key::MaxOutstandingMessages => "SLUICE_MAX_OUTSTANDING_MESSAGES",
@@ -721,7 +730,7 @@ impl Key {
             // The reference's field is an int64.
             Key::MaxMessageSize => (1, i128::from(i64::MAX)),
             Key::SessionMax => (1, 65_535),
-            Key::MaxConnections | Key::IdleTimeoutSeconds => (0, u32_max),
+            Key::MaxConnections | Key::IdleTimeoutSeconds | Key::WriteTimeoutSeconds => (0, u32_max),
             Key::GetBatchSize => (1, 1024),
             Key::MaxLinksPerSession
             | Key::MaxUnsettledPerLink
@@ -878,6 +887,13 @@ impl Key {
                 "10",
                 "1..=4294967295",
                 "Time a new connection has to complete its header, SASL and OPEN.",
+            ),
+            Key::WriteTimeoutSeconds => (
+                "write_timeout_seconds",
+                "seconds",
+                "30",
+                "0..=4294967295 (0 waits for ever)",
+                "Drop a connection whose socket takes none of its output this long (the peer stopped reading).",
             ),
             Key::LogFormat => ("log_format", "format", "human", "human | json", "Log line format."),
             Key::EventsStoreStall => (
@@ -1251,6 +1267,7 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             }
             Key::Durability => s.durability = r.choice(key, "must be memory or fsync")?,
             Key::HandshakeTimeoutSeconds => s.handshake_timeout_seconds = r.int(key, true)?,
+            Key::WriteTimeoutSeconds => s.write_timeout_seconds = r.int(key, true)?,
             Key::LogFormat => s.log_format = r.choice(key, "must be human or json")?,
             Key::EventsStoreStall => s.events_store_stall = r.choice(key, "must be detach or hold")?,
             Key::MaxOutstandingMessages => s.max_outstanding_messages = r.int(key, true)?,
@@ -1395,6 +1412,7 @@ mod tests {
             (Key::DataDir, "/var/lib/sluice dir", |s| s.data_dir = PathBuf::from("/var/lib/sluice dir")),
             (Key::Durability, "memory", |s| s.durability = Durability::Memory),
             (Key::HandshakeTimeoutSeconds, "1", |s| s.handshake_timeout_seconds = 1),
+            (Key::WriteTimeoutSeconds, "0", |s| s.write_timeout_seconds = 0),
             (Key::LogFormat, "json", |s| s.log_format = LogFormat::Json),
             (Key::EventsStoreStall, "hold", |s| s.events_store_stall = StallPolicy::Hold),
             (Key::MaxOutstandingMessages, "7", |s| s.max_outstanding_messages = 7),
@@ -1452,6 +1470,7 @@ mod tests {
         assert_eq!(s.data_dir, PathBuf::from("./data"));
         assert_eq!(s.durability, Durability::Fsync);
         assert_eq!(s.handshake_timeout_seconds, 10);
+        assert_eq!(s.write_timeout_seconds, 30);
         assert_eq!(s.log_format, LogFormat::Human);
     }
 
@@ -1587,7 +1606,7 @@ mod tests {
         let u32_max = "4294967295";
         let over_u32 = "4294967296";
         // key, lowest valid, highest valid, below (if any), above
-        let cases: [(Key, &str, &str, &str, &str); 13] = [
+        let cases: [(Key, &str, &str, &str, &str); 14] = [
             (Key::Port, "0", "65535", "-1", "65536"),
             (Key::TlsPort, "0", "65535", "-1", "65536"),
             (Key::MaxFrameSize, "512", u32_max, "511", over_u32),
@@ -1601,6 +1620,7 @@ mod tests {
             (Key::DefaultRpcTimeoutSeconds, "1", u32_max, "0", over_u32),
             (Key::RpcMaxPending, "1", u32_max, "0", over_u32),
             (Key::HandshakeTimeoutSeconds, "1", u32_max, "0", over_u32),
+            (Key::WriteTimeoutSeconds, "0", u32_max, "-1", over_u32),
         ];
         for (key, lo, hi, below, above) in cases {
             let env = key.env();

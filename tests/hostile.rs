@@ -2664,3 +2664,71 @@ fn events_store_windows_of_one_connection_are_capped() {
         .expect("room again after a detach");
     by.finish(&b);
 }
+
+/// A peer that stops reading while the broker has output for it (here a subscriber
+/// with huge credit and a wide session window, flooded with 64 KiB events) blocks the
+/// connection's socket writes. After `SLUICE_WRITE_TIMEOUT_SECONDS` without a byte
+/// taken the connection is dropped: counted as a connection error, gone from the
+/// admin API, and the queue deliveries it held unsettled go to the next consumer,
+/// every one of them. The publisher is served all along.
+#[test]
+fn a_peer_that_stops_reading_is_dropped_after_the_write_timeout() {
+    let b = Broker::start(&[("SLUICE_WRITE_TIMEOUT_SECONDS", "2")]);
+    let mut p = Client::connect(b.addr(), "pub").unwrap();
+    let pch = p.begin().unwrap();
+    let q = p.attach_sender(pch, "q", Some("queues/stuck"), &LinkOptions::default()).unwrap();
+    p.wait_credit(q).unwrap();
+    for i in 0..100u32 {
+        let id = p.send(q, data_message(&i.to_be_bytes()), false).unwrap();
+        assert_eq!(p.wait_outcome(q, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+    let mut stuck = Client::connect(b.addr(), "stuck").unwrap();
+    let sch = stuck.begin().unwrap();
+    let held = stuck.attach_receiver(sch, "q", Some("queues/stuck"), &LinkOptions::default()).unwrap();
+    stuck.engine().grant_credit(held, 100, false).unwrap();
+    let ev = stuck.attach_receiver(sch, "e", Some("events/stuck"), &LinkOptions::default()).unwrap();
+    stuck.engine().grant_credit(ev, 10_000_000, false).unwrap();
+    stuck.flush().unwrap();
+    // The first queue delivery has arrived: all 100 are on their way, unsettled.
+    stuck.receive(held, WAIT).unwrap();
+    // From here on `stuck` reads nothing. 64 MiB of events is several times what the
+    // two socket buffers take on loopback.
+    let e = p
+        .attach_sender(pch, "e", Some("events/stuck"), &LinkOptions { presettled: true, ..Default::default() })
+        .unwrap();
+    let body = vec![5u8; 64 * 1024];
+    for _ in 0..1000 {
+        while p.engine().link_credit(e) == 0 || p.engine().session_window(pch) == 0 {
+            p.pump(Duration::from_millis(5)).unwrap();
+        }
+        p.send(e, data_message(&body), true).unwrap();
+        p.flush().unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while b.connection_shards().contains_key("stuck") {
+        assert!(Instant::now() < deadline, "the connection that reads nothing was never dropped");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(b.metric("kubemq_amqp10_errors_total{scope=\"conn\"}").unwrap_or(0.0) >= 1.0);
+    // The publisher is still served.
+    let id = p.send(q, data_message(b"after"), false).unwrap();
+    assert_eq!(p.wait_outcome(q, id).unwrap(), Some(DeliveryState::Accepted));
+    // Every message the dropped connection held comes back, to the next consumer.
+    let mut next = Client::connect(b.addr(), "next").unwrap();
+    let nch = next.begin().unwrap();
+    let r = next.attach_receiver(nch, "q", Some("queues/stuck"), &LinkOptions::default()).unwrap();
+    next.engine().grant_credit(r, 1000, false).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for _ in 0..101 {
+        let d = next.receive(r, WAIT).unwrap();
+        let body = RawMessage::parse(&d.payload).unwrap().data().unwrap().unwrap();
+        seen.insert(body);
+        next.settle(r, d.delivery_id, DeliveryState::Accepted);
+    }
+    next.flush().unwrap();
+    for i in 0..100u32 {
+        assert!(seen.contains(i.to_be_bytes().as_slice()), "message {i} was lost");
+    }
+    assert!(seen.contains(b"after".as_slice()));
+    drop(stuck);
+}

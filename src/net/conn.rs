@@ -349,8 +349,19 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         started,
         shutting_down: false,
     };
+    let mut stalled = false;
     let clean = match d.drive(&mut stream).await {
         Ok(()) => true,
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => {
+            stalled = true;
+            // SLUICE_WRITE_TIMEOUT_SECONDS: the socket took none of our output for that
+            // long. No CLOSE can reach a peer that does not read; the socket is dropped.
+            d.count_error(Scope::Connection);
+            let info = &d.info;
+            tracing::warn!(conn = id, peer = %info.source_ip, client_id = %info.client_id,
+                "peer stopped reading: nothing could be written for the write timeout; connection dropped");
+            false
+        }
         Err(e) => {
             tracing::debug!(conn = id, error = %e, "connection ended with an I/O error");
             false
@@ -359,7 +370,11 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     d.teardown();
     // Half-close (FIN after the last frame), then read what the peer still sends
     // until it closes too: closing with unread bytes would send RST.
-    let _ = AsyncWriteExt::close(&mut stream).await;
+    // (Not after a write timeout: a TLS close writes close_notify, which would wait
+    // for the write timeout once more.)
+    if !stalled {
+        let _ = AsyncWriteExt::close(&mut stream).await;
+    }
     if clean {
         linger(&mut stream).await;
     }

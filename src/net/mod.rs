@@ -141,6 +141,14 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
         return;
     }
     let _ = stream.set_nodelay(true);
+    // A peer that stops reading would keep the connection blocked in a write for ever
+    // (its idle timer is not looked at meanwhile): a write that makes no progress for
+    // this long fails with `TimedOut` and the connection is dropped. glommio arms the
+    // timer only when a send would block, and disarms it on the next one that goes.
+    let write_timeout = shard.global.settings.write_timeout_seconds;
+    if write_timeout > 0 {
+        let _ = stream.set_write_timeout(Some(Duration::from_secs(u64::from(write_timeout))));
+    }
     let shard2 = shard.clone();
     // Two separate tasks, not one with both branches: a task is as large as its
     // largest state, and a plain connection must not carry the TLS one's (measured:
