@@ -507,6 +507,115 @@ fn a_full_disk_rejects_instead_of_accepting_and_recovers_when_space_returns() {
     assert_eq!(b.metric("sluice_store_healthy"), Some(1.0));
 }
 
+/// One unsettled publish: Some(true) accepted, Some(false) rejected.
+fn publish_one(c: &mut Client, s: LinkId, body: &[u8]) -> bool {
+    let id = c.send(s, data_message(body), false).unwrap();
+    match c.wait_outcome(s, id).unwrap() {
+        Some(DeliveryState::Accepted) => true,
+        Some(DeliveryState::Rejected(_)) => false,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Events whose write failed (a full disk) are rejected and cut from the log, but
+/// their sequence numbers were taken: after a restart the channel's log has a gap.
+/// Every reader steps over it: `first` replays what was accepted, `last` starts at
+/// the last event, `new-only` gets the next ones, and a durable subscription resumes
+/// exactly where it stopped. Before, readers located events by `seq - first`, so
+/// past the gap `last`, `new-only` and the durable subscription got nothing at all.
+#[test]
+fn an_events_store_gap_left_by_a_failed_write_is_stepped_over_after_a_restart() {
+    let dir = fresh_dir("gap");
+    let st =
+        std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=2m", "tmpfs", &dir]).status().unwrap();
+    assert!(st.success(), "mounting a tmpfs for the gap test failed");
+    let _mount = Mount(dir.clone());
+    let data = format!("{dir}/data");
+    let mut b = Broker::start(&env(&data, &[("SLUICE_SHARDS", "1")]));
+    let mut c = Client::connect(b.addr(), "gap").unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some("events-store/gap"), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    let (mut accepted, mut rejected) = (Vec::new(), Vec::new());
+    for body in [b"a0", b"a1", b"a2"] {
+        assert!(publish_one(&mut c, s, body));
+        accepted.push(body.to_vec());
+    }
+    // 100 KB events until the disk is full.
+    for i in 0..100u32 {
+        let mut big = vec![7u8; 100_000];
+        big[..4].copy_from_slice(&i.to_be_bytes());
+        if publish_one(&mut c, s, &big) {
+            accepted.push(big);
+        } else {
+            rejected.push(big);
+            break;
+        }
+    }
+    assert!(!rejected.is_empty(), "the disk never filled up");
+    let st = std::process::Command::new("mount").args(["-o", "remount,size=64m", &dir]).status().unwrap();
+    assert!(st.success());
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !publish_one(&mut c, s, b"after") {
+        rejected.push(b"after".to_vec());
+        assert!(std::time::Instant::now() < deadline, "never recovered");
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    accepted.push(b"after".to_vec());
+    for body in [b"b0", b"b1"] {
+        assert!(publish_one(&mut c, s, body));
+        accepted.push(body.to_vec());
+    }
+    // A durable subscription reads everything there is, then detaches.
+    let durable = LinkOptions { expiry_policy: Some("never"), ..start_props("first") };
+    let mut d = Client::connect(b.addr(), "gap-durable").unwrap();
+    let dch = d.begin().unwrap();
+    let r = d.attach_receiver(dch, "dur", Some("events-store/gap"), &durable).unwrap();
+    d.engine().grant_credit(r, 1000, false).unwrap();
+    let live = drain_all(&mut d, r, Duration::from_millis(800), false);
+    assert!(live.last().is_some_and(|b| b == b"b1"), "the durable subscription did not read to the end");
+    d.engine().detach(r, None);
+    d.pump(Duration::from_millis(300)).unwrap();
+    drop((c, d));
+    std::thread::sleep(Duration::from_millis(200));
+    b.kill9();
+
+    let b = Broker::start(&env(&data, &[("SLUICE_SHARDS", "1")]));
+    let mut c = Client::connect(b.addr(), "gap").unwrap();
+    let ch = c.begin().unwrap();
+    // `first`: every accepted event, in order; anything else is a rejected one (a
+    // rejected publish may survive, as the README says).
+    let r = c.attach_receiver(ch, "first", Some("events-store/gap"), &start_props("first")).unwrap();
+    c.engine().grant_credit(r, 1000, false).unwrap();
+    let replay = drain_all(&mut c, r, Duration::from_millis(800), false);
+    let (kept, extra): (Vec<_>, Vec<_>) = replay.into_iter().partition(|b| accepted.contains(b));
+    assert_eq!(kept.len(), accepted.len(), "accepted events missing after the restart");
+    assert!(kept == accepted, "accepted events out of order after the restart");
+    assert!(extra.iter().all(|e| rejected.contains(e)), "an event nobody published");
+    // `last`: the last event.
+    let r = c.attach_receiver(ch, "last", Some("events-store/gap"), &start_props("last")).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    assert!(body(&c.receive(r, WAIT).unwrap()) == b"b1", "last did not start at the last event");
+    // `new-only`, and the durable subscription: the next events, each once.
+    let r = c.attach_receiver(ch, "new", Some("events-store/gap"), &start_props("new-only")).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    let mut d = Client::connect(b.addr(), "gap-durable").unwrap();
+    let dch = d.begin().unwrap();
+    let dr = d.attach_receiver(dch, "dur", Some("events-store/gap"), &durable).unwrap();
+    d.engine().grant_credit(dr, 10, false).unwrap();
+    c.pump(Duration::from_millis(300)).unwrap();
+    d.pump(Duration::from_millis(300)).unwrap();
+    let s = c.attach_sender(ch, "s", Some("events-store/gap"), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    assert!(publish_one(&mut c, s, b"c0"));
+    assert!(publish_one(&mut c, s, b"c1"));
+    let short = |got: Vec<Vec<u8>>| got.iter().map(|b| format!("{} bytes", b.len())).collect::<Vec<_>>();
+    let got = drain_all(&mut c, r, Duration::from_millis(800), false);
+    assert!(got == [b"c0", b"c1"], "new-only got {:?}", short(got));
+    let got = drain_all(&mut d, dr, Duration::from_millis(800), false);
+    assert!(got == [b"c0", b"c1"], "the durable subscription got {:?}", short(got));
+}
+
 /// Publish `n` ids unsettled, pipelined within the credit window; all must be accepted.
 fn publish_pipelined(b: &Broker, addr: &str, n: u32) {
     let mut c = Client::connect(b.addr(), "pp").unwrap();

@@ -695,11 +695,10 @@ impl Home {
         }
         for (k, s) in &self.stores {
             // Undelivered: events some reader has not yet taken into its window.
-            let behind = s.readers.iter().map(|r| s.next_seq.saturating_sub(r.next)).max().unwrap_or(0);
+            let behind = s.readers.iter().map(|r| (s.log.len() - s.index_of(r.next)) as u64).max().unwrap_or(0);
             let in_rings: u64 = s.readers.iter().flat_map(|r| &r.members).map(|m| m.ring.ring.len() as u64).sum();
             let oldest_seq = s.readers.iter().map(|r| r.next).min().filter(|n| *n < s.next_seq);
-            let first = s.first_seq();
-            let oldest = oldest_seq.and_then(|n| s.log.get(n.saturating_sub(first) as usize)).map(|e| e.ts_ms);
+            let oldest = oldest_seq.and_then(|n| s.log.get(s.index_of(n))).map(|e| e.ts_ms);
             let consumers = s.readers.iter().map(|r| r.members.len() as u64).sum();
             v.push(stats(k, behind, in_rings, consumers, &s.counters, oldest));
         }
@@ -1322,6 +1321,20 @@ impl StoreChan {
         self.log.front().map_or(self.next_seq, |e| e.seq)
     }
 
+    /// Where in the log the first event at or after `seq` is. Sequence numbers rise
+    /// through the log but may skip: events of a failed write (rejected to their
+    /// publishers) or cut by `store repair` are missing from it after a restart. So
+    /// the position `seq - first` is checked before it is trusted.
+    fn index_of(&self, seq: u64) -> usize {
+        let guess = seq.saturating_sub(self.first_seq());
+        if let Some(e) = usize::try_from(guess).ok().and_then(|g| self.log.get(g)) {
+            if e.seq == seq {
+                return guess as usize;
+            }
+        }
+        self.log.partition_point(|e| e.seq < seq)
+    }
+
     fn publish(&mut self, msg: Msg, done: Option<ShardMsg>, out: &mut Vec<ShardMsg>) {
         let msg = msg.owned();
         let seq = self.next_seq;
@@ -1363,13 +1376,7 @@ impl StoreChan {
         match start {
             StartPos::NewOnly => self.next_seq,
             StartPos::First => self.first_seq(),
-            StartPos::Last => {
-                if self.log.is_empty() {
-                    self.next_seq
-                } else {
-                    self.next_seq - 1
-                }
-            }
+            StartPos::Last => self.log.back().map_or(self.next_seq, |e| e.seq),
             StartPos::Sequence(n) => n.max(1).max(self.first_seq()).min(self.next_seq),
             StartPos::Time(t) => {
                 let i = self.log.partition_point(|e| e.ts_ms < t);
@@ -1441,19 +1448,19 @@ impl StoreChan {
     /// Move events from the log into the reader's ring(s). Positions are taken
     /// (and a durable cursor advanced) as they enter a ring: deliver-first.
     fn feed(&mut self, i: usize, out: &mut Vec<ShardMsg>) {
-        let first = self.first_seq();
-        let r = &mut self.readers[i];
+        let r = &self.readers[i];
         if r.waiting || r.members.is_empty() {
             return;
         }
-        if r.next < first {
-            r.next = first;
-        }
-        while r.next < self.next_seq {
-            let Some(ev) = self.log.get((r.next - first) as usize) else { break };
+        let mut at = self.index_of(r.next);
+        let r = &mut self.readers[i];
+        // A reader's position is always one past the last event it took, so it
+        // follows the log's sequence numbers across any gap.
+        while let Some(ev) = self.log.get(at) {
             if let Some(sel) = &r.selector {
                 if !sel.matches(&SelectorView::new(&ev.msg.payload)) {
-                    r.next += 1;
+                    r.next = ev.seq + 1;
+                    at += 1;
                     continue;
                 }
             }
@@ -1484,7 +1491,8 @@ impl StoreChan {
                 break;
             }
             r.rr = r.rr.wrapping_add(1);
-            r.next += 1;
+            r.next = ev.seq + 1;
+            at += 1;
             self.counters.delivered += 1;
             if let (Some(id), false) = (&r.durable, r.hold) {
                 // Deliver-first: the position is taken as the event enters the window.
@@ -1534,6 +1542,7 @@ impl StoreChan {
             return;
         }
         let Some(i) = self.readers.iter().position(|r| r.members.iter().any(|m| m.sub == sub)) else { return };
+        let waited_for = self.log.get(self.index_of(self.readers[i].next)).map(|e| e.seq);
         let r = &mut self.readers[i];
         // Events that entered the window after the connection let go of it (it
         // reported the first it never sent as `resume_at`) were never sent either.
@@ -1544,7 +1553,7 @@ impl StoreChan {
         r.members.retain(|m| m.sub != sub);
         if stalled {
             // The event that found the window full is lost with it (the reference).
-            r.next += 1;
+            r.next = waited_for.map_or(r.next, |seq| seq + 1);
             r.waiting = false;
         } else if let (Some(first_unsent), true) = (resume_at, r.members.is_empty()) {
             // A plain detach: what was in the window but never sent is sent again on
