@@ -534,3 +534,48 @@ fn a_dynamic_node_nobody_reads_is_bounded_in_bytes() {
     let id = c.send(s, big.clone(), false).unwrap();
     assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted), "room again after 10 settled");
 }
+
+/// A responder receiving pre-settled whose connection takes nothing (its session
+/// window shut, 100,000 credits) gets at most MaxUnsettledPerLink requests: the home
+/// counts a pre-settled request until its connection has written it out. The other
+/// responder of the channel gets the rest. Before, round-robin gave the stuck one
+/// half of them (as many as its credit allowed), held by its connection for ever.
+#[test]
+fn a_presettled_responder_that_takes_nothing_gets_at_most_its_window() {
+    use sluice_proto::codec::Encode;
+    use sluice_proto::types::{Body, Message, Properties};
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "16")]);
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    let mut cfg = sluice_proto::engine::Config::client("stuck-responder");
+    cfg.session_window = 0;
+    let mut stuck = Client::connect_with(b.addr(), cfg).unwrap();
+    let sch = stuck.begin().unwrap();
+    let sr = stuck.attach_receiver(sch, "cmd", Some("commands/stuck"), &presettled).unwrap();
+    stuck.engine().grant_credit(sr, 100_000, false).unwrap();
+    stuck.pump(Duration::from_millis(200)).unwrap();
+    let mut good = Client::connect(b.addr(), "good-responder").unwrap();
+    let gch = good.begin().unwrap();
+    let gr = good.attach_receiver(gch, "cmd", Some("commands/stuck"), &presettled).unwrap();
+    good.engine().grant_credit(gr, 1000, false).unwrap();
+    good.pump(Duration::from_millis(200)).unwrap();
+    let mut req = Client::connect(b.addr(), "requester").unwrap();
+    let ch = req.begin().unwrap();
+    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
+    let s = req.attach_sender(ch, "req", Some("commands/stuck"), &LinkOptions::default()).unwrap();
+    req.wait_credit(s).unwrap();
+    for i in 0..100u32 {
+        let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
+        let m = Message {
+            properties: Some(props),
+            body: Body::Data(Bytes::copy_from_slice(&i.to_be_bytes())),
+            ..Default::default()
+        };
+        let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
+        assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+    let mut got = 0;
+    while good.receive(gr, Duration::from_millis(500)).is_ok() {
+        got += 1;
+    }
+    assert_eq!(got, 100 - 16, "requests the responder that reads got");
+}

@@ -1627,16 +1627,17 @@ struct Responder {
     sub: SubRef,
     credit: Credit,
     presettled: bool,
-    /// Requests sent unsettled and not yet settled by the responder, and the most it
-    /// may have (MaxUnsettledPerLink): a responder that never settles stops getting
-    /// requests instead of piling up unsettled state.
+    /// Requests on their way to the responder, and the most it may have
+    /// (MaxUnsettledPerLink): sent unsettled and not yet settled by it, or sent
+    /// pre-settled and not yet written out by its connection. A responder that never
+    /// settles, or never reads, stops getting requests instead of piling them up.
     unsettled: u32,
     max_unsettled: u32,
 }
 
 impl Responder {
     fn can_take(&self) -> bool {
-        self.credit.credit > 0 && (self.presettled || self.unsettled < self.max_unsettled)
+        self.credit.credit > 0 && self.unsettled < self.max_unsettled
     }
 }
 
@@ -1696,9 +1697,7 @@ impl RpcChan {
             self.rr = (i + 1) % n.max(1);
             let r = &mut self.responders[i];
             r.credit.take();
-            if !r.presettled {
-                r.unsettled += 1;
-            }
+            r.unsettled += 1;
             out.push(ShardMsg::Deliver { sub: r.sub, token: 0, msg, receive_count: 0, settled: r.presettled });
         }
         for r in &mut self.responders {

@@ -1396,19 +1396,30 @@ impl Driver {
                     if let Some(LinkKind::Consume { unsettled, .. }) = self.links.get_mut(&link).map(|c| &mut c.kind) {
                         unsettled.insert(delivery_id, token);
                     }
+                } else if settled && matches!(pattern, Pattern::Commands | Pattern::Queries) {
+                    // A pre-settled request is done once it is written out: the home
+                    // counts it until then, so a responder that does not read gets no
+                    // more than its window.
+                    self.link_settled(link, token, Outcome::Accepted);
                 }
             }
             Err(UsageError::SessionWindow) => self.hold(Held { link, token, payload, settled }),
             Err(_) => {
-                if pattern != Pattern::Events && pattern != Pattern::EventsStore && !settled {
-                    let Some(ctx) = self.links.get(&link) else { return };
-                    let LinkKind::Consume { key, .. } = &ctx.kind else { return };
-                    let key = key.clone();
-                    let sub = self.sub(ctx.serial);
-                    self.consumed_settled(key, sub, token, Outcome::Undelivered);
+                let rpc = matches!(pattern, Pattern::Commands | Pattern::Queries);
+                if pattern != Pattern::Events && pattern != Pattern::EventsStore && (!settled || rpc) {
+                    self.link_settled(link, token, Outcome::Undelivered);
                 }
             }
         }
+    }
+
+    /// A delivery of consume link `link` is done with: see [`Self::consumed_settled`].
+    fn link_settled(&mut self, link: LinkId, token: u64, outcome: Outcome) {
+        let Some(ctx) = self.links.get(&link) else { return };
+        let LinkKind::Consume { key, .. } = &ctx.kind else { return };
+        let key = key.clone();
+        let sub = self.sub(ctx.serial);
+        self.consumed_settled(key, sub, token, outcome);
     }
 
     /// Drop the deliveries of `link` waiting behind the session window; how many.
