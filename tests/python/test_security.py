@@ -388,3 +388,49 @@ def test_an_expiring_jwt_closes_the_connection_with_unauthorized_access(auth_bro
     got = read_frames(s, lambda d: b"amqp:unauthorized-access" in d, timeout=8)
     assert b"\x00\x53\x18" in got and b"amqp:unauthorized-access" in got  # CLOSE
     s.close()
+
+
+def test_a_tls_peer_that_stops_reading_is_dropped_after_the_write_timeout(broker_factory, pki, amqp):
+    """A TLS subscriber with huge credit that stops reading blocks the broker's writes
+    to it; after SLUICE_WRITE_TIMEOUT_SECONDS without progress the connection is
+    dropped (no CLOSE can reach it: not even TLS's close_notify is attempted), counted
+    as a connection error, and the publisher is served all along."""
+    import raw_amqp
+    from amqp_harness import Delivery
+
+    port = free_port()
+    b = broker_factory(
+        CONNECTORS_AMQP10_TLS_PORT=str(port),
+        SLUICE_TLS_CERT_FILE=os.path.join(pki, "server.pem"),
+        SLUICE_TLS_KEY_FILE=os.path.join(pki, "server.key"),
+        SLUICE_WRITE_TIMEOUT_SECONDS="2",
+    )
+    b.tls_port = port
+    s = tls_connect(b, pki, client_cert=False)
+    s.sendall(
+        b"AMQP\x00\x01\x00\x00"
+        + open_frame(b"tls-stuck")
+        + raw_amqp.begin_frame(0)
+        + raw_amqp.attach_frame("r", 0, "events/tls-stuck", client_is_sender=False)
+        + raw_amqp.flow_frame(0, 1000000)
+    )
+    # The broker's ATTACH: the subscription is in place. From here on nothing is read.
+    got = read_frames(s, lambda d: b"\x00\x53\x12" in d)
+    assert b"\x00\x53\x12" in got, got
+    pub = amqp.connect(b.url)
+    snd = pub.sender("events/tls-stuck")
+    snd.wait_credit()
+    body = b"\x05" * 65536
+    for i in range(1000):  # 64 MiB: many times what the socket buffers hold
+        snd.wait_credit()
+        snd.send(body=body, settle=True)
+        if i % 32 == 0:
+            amqp.pump(0)
+    deadline = time.monotonic() + 60
+    while any(c["container_id"] == "tls-stuck" for c in connections(b)):
+        assert time.monotonic() < deadline, "the TLS connection that reads nothing was never dropped"
+        amqp.pump(0.1)
+    assert b.metric("kubemq_amqp10_errors_total", scope="conn") >= 1
+    q = pub.sender("queues/after-stuck")
+    assert q.send_and_wait(body="still served").remote_state == Delivery.ACCEPTED
+    s.close()
