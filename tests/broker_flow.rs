@@ -762,19 +762,21 @@ fn a_full_queue_rejects_publishes_and_backs_the_producer_off() {
         refused += 1;
     }
     assert!(refused <= 1024, "more refusals than one window: {refused}");
+    // Taken before each probe is sent, so never later than the broker's refusal.
+    let mut quiet = Instant::now();
     for _ in 0..3 {
         let deadline = Instant::now() + Duration::from_millis(1000);
         while p.engine().link_credit(s) == 0 && Instant::now() < deadline {
             p.pump(Duration::from_millis(10)).unwrap();
         }
         assert_eq!(p.engine().link_credit(s), 1, "the probe is one credit");
+        quiet = Instant::now();
         assert!(rejected_as(&outcome(&mut p, s, data_message(b"probe"))).is_some());
         refused += 1;
     }
     // A producer that stops probing is not held back for ever: a second after the
     // last refusal its window comes back (what it sends to a still-full queue is
     // refused again).
-    let quiet = Instant::now();
     while p.engine().link_credit(s) <= 1 && quiet.elapsed() < Duration::from_secs(3) {
         p.pump(Duration::from_millis(10)).unwrap();
     }
@@ -1272,11 +1274,19 @@ fn a_subscriber_that_keeps_up_loses_nothing_to_single_event_batches() {
     let r = sub.attach_receiver(ch, "r", Some("events/keeps-up-a"), &LinkOptions::default()).unwrap();
     sub.engine().grant_credit(r, 100_000_000, false).unwrap();
     sub.flush().unwrap();
+    // The reader counts what it got; the publisher never runs more than 256 events
+    // ahead of it (about 0.7 MiB of the 4 MiB window with each batch's charge), so the
+    // subscriber keeps up however the two threads are scheduled.
+    let received = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let counted = received.clone();
     let reader = std::thread::spawn(move || {
         let mut got = 0u32;
         while got < N {
             match sub.receive(r, Duration::from_secs(5)) {
-                Ok(_) => got += 1,
+                Ok(_) => {
+                    got += 1;
+                    counted.store(got, std::sync::atomic::Ordering::Release);
+                }
                 Err(_) => break,
             }
         }
@@ -1295,8 +1305,13 @@ fn a_subscriber_that_keeps_up_loses_nothing_to_single_event_batches() {
             p.send(link, data_message(&i.to_be_bytes()), true).unwrap();
         }
         p.flush().unwrap();
-        if i % 64 == 0 {
-            // Let the subscriber catch up now and then: it keeps up.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while i.saturating_sub(received.load(std::sync::atomic::Ordering::Acquire)) > 256 {
+            assert!(
+                Instant::now() < deadline,
+                "the subscriber stopped at {}",
+                received.load(std::sync::atomic::Ordering::Acquire)
+            );
             p.pump(Duration::from_millis(1)).unwrap();
         }
     }

@@ -108,7 +108,16 @@ fn messages_encoded_in_place_arrive_as_encoded() {
     let mut q = Client::connect(b.addr(), "q").unwrap();
     let pch = p.begin().unwrap();
     let qch = q.begin().unwrap();
-    let r = q.attach_receiver(qch, "r", Some("events/in-place"), &opts()).unwrap();
+    // The subscriber's credit reaches the channel's home on its own time: events that
+    // get there first wait in a hold buffer instead of meeting zero credit.
+    let hold = LinkOptions {
+        properties: Some(sluice_proto::codec::Fields(vec![(
+            sluice_proto::codec::Symbol::new("x-opt-sluice-events-buffer"),
+            Value::Uint(10),
+        )])),
+        ..opts()
+    };
+    let r = q.attach_receiver(qch, "r", Some("events/in-place"), &hold).unwrap();
     q.engine().grant_credit(r, 100, false).unwrap();
     q.pump(Duration::from_millis(50)).unwrap();
     let presettled = LinkOptions { presettled: true, ..opts() };
@@ -402,19 +411,16 @@ fn dynamic_nodes_go_with_their_links_and_keep_at_most_a_window_unsettled() {
         let id = c.send(s, data_message(&i.to_be_bytes()), false).unwrap();
         c.wait_outcome(s, id).unwrap();
     }
-    let mut got = Vec::new();
-    while let Ok(d) = c.receive(r, Duration::from_millis(500)) {
-        got.push(d);
-    }
-    assert_eq!(got.len(), 16, "unsettled deliveries beyond the window");
+    // The window's 16 arrive (each waited for as long as it takes), and no more.
+    let mut got: Vec<_> = (0..16).map(|_| c.receive(r, WAIT).unwrap()).collect();
+    assert!(c.receive(r, Duration::from_millis(500)).is_err(), "unsettled deliveries beyond the window");
     for d in got.drain(..4) {
         c.settle(r, d.delivery_id, DeliveryState::Accepted);
     }
     c.flush().unwrap();
-    while let Ok(d) = c.receive(r, Duration::from_millis(500)) {
-        got.push(d);
-    }
-    assert_eq!(got.len(), 16, "four settled, four more sent");
+    got.extend((0..4).map(|_| c.receive(r, WAIT).unwrap()));
+    assert!(c.receive(r, Duration::from_millis(500)).is_err(), "four settled, more than four more sent");
+    assert_eq!(got.len(), 16);
     c.engine().detach(r, None);
     c.flush().unwrap();
     assert_eq!(wait_dynamic_nodes(&b, &mut c, "dyn", 0), 0);

@@ -685,7 +685,20 @@ fn kill_minus_nine_while_dead_lettering_loses_no_message() {
             std::thread::yield_now();
         }
         if round == 2 {
-            std::thread::sleep(Duration::from_millis(500));
+            // All moved: the source holds nothing (it forgets a message only once the
+            // dead-letter queue has it on disk) and the dead-letter queue holds all.
+            let m = |kind: &str, ch: &str| {
+                b.metric(&format!("sluice_channel_{kind}_messages{{pattern=\"queues\",channel=\"{ch}\"}}"))
+            };
+            let dlq_name = format!("{name}.dlq");
+            let deadline = std::time::Instant::now() + Duration::from_secs(60);
+            while !(m("undelivered", &dlq_name) == Some(N as f64)
+                && m("undelivered", &name).unwrap_or(0.0) == 0.0
+                && m("outstanding", &name).unwrap_or(0.0) == 0.0)
+            {
+                assert!(std::time::Instant::now() < deadline, "the moves never finished");
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
         b.kill9();
         let released = releaser.join().unwrap();
