@@ -188,6 +188,25 @@ fn publish_range(b: &Broker, addr: &str, range: std::ops::Range<u32>) {
     }
 }
 
+/// Publish one message, and wait for `accepted`, to another channel of the same
+/// pattern homed on the same shard as `addr` ("<pattern>/<name>", two shards): its
+/// commit comes after every record that shard's log took before it, so once it is
+/// accepted, what the test did before (settlements, cursors) is on disk.
+fn commit_barrier(b: &Broker, addr: &str) {
+    use sluice::broker::address::ChannelKey;
+    use sluice::config::Pattern;
+    let (prefix, name) = addr.split_once('/').unwrap();
+    let pattern = match prefix {
+        "queues" => Pattern::Queues,
+        "events-store" => Pattern::EventsStore,
+        other => panic!("no log for {other}"),
+    };
+    let home = ChannelKey::new(pattern, name).home(2);
+    let other =
+        (0..).map(|i| format!("{name}-barrier-{i}")).find(|n| ChannelKey::new(pattern, n).home(2) == home).unwrap();
+    publish(b, &format!("{prefix}/{other}"), 1);
+}
+
 fn read_queue(b: &Broker, addr: &str) -> Vec<u32> {
     let mut c = Client::connect(b.addr(), "r").unwrap();
     let ch = c.begin().unwrap();
@@ -287,7 +306,7 @@ fn acked_messages_stay_gone_and_unsettled_ones_come_back_after_restart() {
         }
         c.pump(Duration::from_millis(300)).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(300));
+    commit_barrier(&b, "queues/acks");
     b.kill9();
     let b = Broker::start(&env(&dir, &[]));
     let mut c = Client::connect(b.addr(), "c2").unwrap();
@@ -327,7 +346,7 @@ fn durable_subscriptions_and_start_positions_survive_a_restart() {
         c.engine().detach(r, None);
         c.pump(Duration::from_millis(300)).unwrap();
     }
-    std::thread::sleep(Duration::from_millis(200));
+    commit_barrier(&b, "events-store/dur");
     b.kill9();
     let b = Broker::start(&env(&dir, &[]));
     publish(&b, "events-store/dur", 1); // sequence 11, body 0
@@ -577,7 +596,7 @@ fn an_events_store_gap_left_by_a_failed_write_is_stepped_over_after_a_restart() 
     d.engine().detach(r, None);
     d.pump(Duration::from_millis(300)).unwrap();
     drop((c, d));
-    std::thread::sleep(Duration::from_millis(200));
+    commit_barrier(&b, "events-store/gap");
     b.kill9();
 
     let b = Broker::start(&env(&data, &[("SLUICE_SHARDS", "1")]));
