@@ -465,11 +465,15 @@ fn a_stalled_events_subscriber_with_huge_credit_costs_bounded_memory() {
     let br = by.attach_receiver(bch, "by", Some("events/stall-mem"), &LinkOptions::default()).unwrap();
     by.engine().grant_credit(br, 100_000_000, false).unwrap();
     by.flush().unwrap();
-    // The bystander reads all the time and reports the tail events it saw.
+    // The bystander reads all the time, counts what it got and reports the tail
+    // events it saw.
+    let by_count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let by_counted = by_count.clone();
     let bystander = std::thread::spawn(move || {
         let mut tail = Vec::new();
         loop {
             let d = by.receive(br, Duration::from_secs(30)).expect("the bystander stopped getting events");
+            by_counted.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             let i = u32::from_be_bytes(body(&d)[..4].try_into().unwrap());
             if i == u32::MAX {
                 return tail;
@@ -512,6 +516,19 @@ fn a_stalled_events_subscriber_with_huge_credit_costs_bounded_memory() {
     assert!(grown_mib < 128, "the broker grew by {grown_mib} MiB for one stalled subscriber");
     let dropped = b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap();
     assert!(dropped > 0.0, "nothing was dropped for the stalled subscriber");
+    // The bystander has read what the burst left on its way to it (its count stood
+    // still for half a second): its window is empty again.
+    let mut seen = by_count.load(std::sync::atomic::Ordering::Relaxed);
+    let mut still_since = Instant::now();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while still_since.elapsed() < Duration::from_millis(500) {
+        assert!(Instant::now() < deadline, "the bystander never caught up");
+        std::thread::sleep(Duration::from_millis(50));
+        let now = by_count.load(std::sync::atomic::Ordering::Relaxed);
+        if now != seen {
+            (seen, still_since) = (now, Instant::now());
+        }
+    }
     // The bystander is still served: events published at a modest pace all arrive.
     for i in N..N + AFTER {
         p.send(s, event(i), true).unwrap();
@@ -525,7 +542,9 @@ fn a_stalled_events_subscriber_with_huge_credit_costs_bounded_memory() {
     // order), then the next event tells it exactly how many it missed.
     let mut read = 0u64;
     let mut last = None;
-    while let Ok(d) = slow.receive(r, Duration::from_millis(500)) {
+    // Until 3 s pass with nothing (what was on its way is there at once; the quiet
+    // period only has to outlast a pause of a loaded machine).
+    while let Ok(d) = slow.receive(r, Duration::from_secs(3)) {
         let i = u32::from_be_bytes(body(&d)[..4].try_into().unwrap());
         assert!(last.is_none_or(|l| i > l), "out of order: {i} after {last:?}");
         last = Some(i);

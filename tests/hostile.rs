@@ -2182,9 +2182,12 @@ fn slow_loris_peers_are_closed_at_the_handshake_timeout() {
     let mut peers = Vec::new();
     for (what, play, amqp) in &plays {
         for _ in 0..25 {
+            // Before the connect: the broker's handshake timer starts at its accept,
+            // never earlier than this.
+            let t0 = Instant::now();
             let mut p = Peer::connect(&b);
             play(&mut p);
-            peers.push((*what, p, *amqp, Instant::now()));
+            peers.push((*what, p, *amqp, t0));
         }
     }
     // A peer that trickles a valid heartbeat every 200 ms but never sends OPEN,
@@ -2227,8 +2230,10 @@ fn slow_loris_peers_are_closed_at_the_handshake_timeout() {
     });
     for (what, p, amqp, t0) in &mut peers {
         assert!(p.wait_eof(Duration::from_secs(5)), "{what}: not closed: {}", p.summary());
+        // Not before the handshake timeout (how soon after it is left to the liveness
+        // bound above: a loaded machine may take a while to get round to this peer).
         let took = t0.elapsed();
-        assert!(took >= Duration::from_millis(900) && took < Duration::from_secs(4), "{what}: closed after {took:?}");
+        assert!(took >= Duration::from_millis(900), "{what}: closed after {took:?}");
         if *amqp {
             let c = p.close_frame().unwrap_or_else(|| panic!("{what}: no CLOSE: {}", p.summary()));
             let e = c.error.unwrap_or_else(|| panic!("{what}: CLOSE without error"));
@@ -2237,10 +2242,12 @@ fn slow_loris_peers_are_closed_at_the_handshake_timeout() {
             assert!(p.performatives().next().is_none(), "{what}: {}", p.summary());
         }
     }
+    // Closed at about 1 s; kept, they would run 8 s (the trickler stops then) and
+    // over 11 s (the dribbler's bytes). 6 s tells the two apart on a loaded machine.
     let t = trickle.join().unwrap();
-    assert!(t < Duration::from_secs(3), "a heartbeat trickler was kept for {t:?}");
+    assert!(t < Duration::from_secs(6), "a heartbeat trickler was kept for {t:?}");
     let t = dribble.join().unwrap();
-    assert!(t < Duration::from_secs(3), "a byte dribbler was kept for {t:?}");
+    assert!(t < Duration::from_secs(6), "a byte dribbler was kept for {t:?}");
     by.finish(&b);
 }
 
