@@ -469,8 +469,27 @@ fn durable_subscriptions_past_the_limit_are_refused_and_kept_ones_resume() {
     assert_eq!(numbers(&drain_all(&mut c, r, Duration::from_millis(500), false)), vec![0, 1]);
 }
 
-/// Unmounts the test filesystem when the test ends, whatever happens.
+/// A tmpfs mounted on a fresh directory (this needs root, as CI and this project's
+/// machines run); unmounted when the test ends, whatever happens.
 struct Mount(String);
+
+impl Mount {
+    fn tmpfs(tag: &str, size: &str) -> Mount {
+        let dir = fresh_dir(tag);
+        let opts = format!("size={size}");
+        let st =
+            std::process::Command::new("mount").args(["-t", "tmpfs", "-o", &opts, "tmpfs", &dir]).status().unwrap();
+        assert!(st.success(), "mounting a tmpfs on {dir} failed");
+        Mount(dir)
+    }
+
+    /// Space returns (or goes): the same filesystem, a new size.
+    fn resize(&self, size: &str) {
+        let opts = format!("remount,size={size}");
+        let st = std::process::Command::new("mount").args(["-o", &opts, &self.0]).status().unwrap();
+        assert!(st.success(), "resizing the tmpfs on {} failed", self.0);
+    }
+}
 
 impl Drop for Mount {
     fn drop(&mut self) {
@@ -480,14 +499,9 @@ impl Drop for Mount {
 
 #[test]
 fn a_full_disk_rejects_instead_of_accepting_and_recovers_when_space_returns() {
-    // A 2 MiB tmpfs as the data directory (this needs root, as CI and this project's
-    // machines run).
-    let dir = fresh_dir("full");
-    let st =
-        std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=2m", "tmpfs", &dir]).status().unwrap();
-    assert!(st.success(), "mounting a tmpfs for the full-disk test failed");
-    let _mount = Mount(dir.clone());
-    let data = format!("{dir}/data");
+    // A 2 MiB tmpfs as the data directory.
+    let mount = Mount::tmpfs("full", "2m");
+    let data = format!("{}/data", mount.0);
     let b = Broker::start(&env(&data, &[("SLUICE_SHARDS", "1")]));
     let mut c = Client::connect(b.addr(), "full").unwrap();
     let ch = c.begin().unwrap();
@@ -512,8 +526,7 @@ fn a_full_disk_rejects_instead_of_accepting_and_recovers_when_space_returns() {
     assert!(accepted > 5 && accepted < 25, "{accepted}");
     assert_eq!(b.metric("sluice_store_healthy"), Some(0.0));
     // Space returns: the next publish is stored and accepted again.
-    let st = std::process::Command::new("mount").args(["-o", "remount,size=64m", &dir]).status().unwrap();
-    assert!(st.success());
+    mount.resize("64m");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
         let id = c.send(s, data_message(b"after"), false).unwrap();
@@ -544,12 +557,8 @@ fn publish_one(c: &mut Client, s: LinkId, body: &[u8]) -> bool {
 /// past the gap `last`, `new-only` and the durable subscription got nothing at all.
 #[test]
 fn an_events_store_gap_left_by_a_failed_write_is_stepped_over_after_a_restart() {
-    let dir = fresh_dir("gap");
-    let st =
-        std::process::Command::new("mount").args(["-t", "tmpfs", "-o", "size=2m", "tmpfs", &dir]).status().unwrap();
-    assert!(st.success(), "mounting a tmpfs for the gap test failed");
-    let _mount = Mount(dir.clone());
-    let data = format!("{dir}/data");
+    let mount = Mount::tmpfs("gap", "2m");
+    let data = format!("{}/data", mount.0);
     let mut b = Broker::start(&env(&data, &[("SLUICE_SHARDS", "1")]));
     let mut c = Client::connect(b.addr(), "gap").unwrap();
     let ch = c.begin().unwrap();
@@ -572,8 +581,7 @@ fn an_events_store_gap_left_by_a_failed_write_is_stepped_over_after_a_restart() 
         }
     }
     assert!(!rejected.is_empty(), "the disk never filled up");
-    let st = std::process::Command::new("mount").args(["-o", "remount,size=64m", &dir]).status().unwrap();
-    assert!(st.success());
+    mount.resize("64m");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     while !publish_one(&mut c, s, b"after") {
         rejected.push(b"after".to_vec());

@@ -1383,6 +1383,11 @@ impl Driver {
         let tag = DeliveryTag::from_u64(ctx.next_tag);
         ctx.next_tag += 1;
         let len = payload.len() as u64;
+        // The home counts this delivery until it hears back: queue deliveries and RPC
+        // requests sent unsettled (until settled), and pre-settled RPC requests (until
+        // written out, so a responder that does not read gets no more than its window).
+        let rpc = matches!(pattern, Pattern::Commands | Pattern::Queries);
+        let tracked = rpc || (pattern == Pattern::Queues && !settled);
         match self.engine.send_ref(link, tag, &payload, settled) {
             Ok(delivery_id) => {
                 self.spent.push(payload);
@@ -1390,26 +1395,17 @@ impl Driver {
                 if pattern == Pattern::Events {
                     self.count_events_out(link, 1, len, 0);
                 }
-                // Queue deliveries and RPC requests sent unsettled: the home hears
-                // of their settlement (a responder's unsettled requests are bounded).
-                if !settled && pattern != Pattern::Events && pattern != Pattern::EventsStore {
+                if tracked && !settled {
                     if let Some(LinkKind::Consume { unsettled, .. }) = self.links.get_mut(&link).map(|c| &mut c.kind) {
                         unsettled.insert(delivery_id, token);
                     }
-                } else if settled && matches!(pattern, Pattern::Commands | Pattern::Queries) {
-                    // A pre-settled request is done once it is written out: the home
-                    // counts it until then, so a responder that does not read gets no
-                    // more than its window.
+                } else if tracked {
                     self.link_settled(link, token, Outcome::Accepted);
                 }
             }
             Err(UsageError::SessionWindow) => self.hold(Held { link, token, payload, settled }),
-            Err(_) => {
-                let rpc = matches!(pattern, Pattern::Commands | Pattern::Queries);
-                if pattern != Pattern::Events && pattern != Pattern::EventsStore && (!settled || rpc) {
-                    self.link_settled(link, token, Outcome::Undelivered);
-                }
-            }
+            Err(_) if tracked => self.link_settled(link, token, Outcome::Undelivered),
+            Err(_) => {}
         }
     }
 
