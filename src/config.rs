@@ -131,6 +131,10 @@ pub struct Settings {
     /// subscriptions one shard keeps (attached or not); an attach that would create one
     /// more is refused with `amqp:resource-limit-exceeded`.
     pub max_durable_subscriptions: u32,
+    /// `SLUICE_DURABLE_SUBSCRIPTION_EXPIRY_SECONDS` (default 2678400 = 31 days, 0 =
+    /// never): a durable events-store subscription that nobody attached for this long
+    /// is deleted (its cursor is forgotten, on disk too).
+    pub durable_subscription_expiry_seconds: u64,
     /// `SLUICE_AUTH_ENABLED` (default 'false'): Require authentication (SASL PLAIN with a JWT, or EXTERNAL with mTLS) and authorize with casbin.
     pub auth_enabled: bool,
     /// `SLUICE_AUTH_JWT_KEY_FILE` (default ''): JWT key: an HS256 secret or an RS256 public key (PEM).
@@ -188,6 +192,7 @@ impl Default for Settings {
             queue_max_bytes: 1 << 30,
             max_channels: 100_000,
             max_durable_subscriptions: 100_000,
+            durable_subscription_expiry_seconds: 2_678_400,
             auth_enabled: false,
             auth_jwt_key_file: String::new(),
             auth_jwt_audience: String::new(),
@@ -276,6 +281,7 @@ impl fmt::Display for Settings {
         writeln!(f, "queue_max_bytes = {}", self.queue_max_bytes)?;
         writeln!(f, "max_channels = {}", self.max_channels)?;
         writeln!(f, "max_durable_subscriptions = {}", self.max_durable_subscriptions)?;
+        writeln!(f, "durable_subscription_expiry_seconds = {}", self.durable_subscription_expiry_seconds)?;
         writeln!(f, "auth_enabled = {}", self.auth_enabled)?;
         writeln!(f, "auth_jwt_key_file = {}", text(&self.auth_jwt_key_file))?;
         writeln!(f, "auth_jwt_audience = {}", text(&self.auth_jwt_audience))?;
@@ -551,7 +557,7 @@ line and sluice exits with status 2.
 /// The environment variable that names the TOML file.
 const CONFIG_ENV: &str = "SLUICE_CONFIG";
 
-const KEY_COUNT: usize = 44;
+const KEY_COUNT: usize = 45;
 
 /// One configurable setting; the order is the order of [`Settings`] and of the help text.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -592,6 +598,7 @@ enum Key {
     QueueMaxBytes,
     MaxChannels,
     MaxDurableSubscriptions,
+    DurableSubscriptionExpirySeconds,
     AuthEnabled,
     AuthJwtKeyFile,
     AuthJwtAudience,
@@ -649,6 +656,7 @@ impl Key {
         Key::QueueMaxBytes,
         Key::MaxChannels,
         Key::MaxDurableSubscriptions,
+        Key::DurableSubscriptionExpirySeconds,
         Key::AuthEnabled,
         Key::AuthJwtKeyFile,
         Key::AuthJwtAudience,
@@ -697,6 +705,7 @@ impl Key {
             Key::QueueMaxBytes => "SLUICE_QUEUE_MAX_BYTES",
             Key::MaxChannels => "SLUICE_MAX_CHANNELS",
             Key::MaxDurableSubscriptions => "SLUICE_MAX_DURABLE_SUBSCRIPTIONS",
+            Key::DurableSubscriptionExpirySeconds => "SLUICE_DURABLE_SUBSCRIPTION_EXPIRY_SECONDS",
             Key::AuthEnabled => "SLUICE_AUTH_ENABLED",
             Key::AuthJwtKeyFile => "SLUICE_AUTH_JWT_KEY_FILE",
             Key::AuthJwtAudience => "SLUICE_AUTH_JWT_AUDIENCE",
@@ -746,6 +755,7 @@ impl Key {
             Key::MetricsChannelCap => (0, 100_000),
             Key::EventsStoreRetentionSeconds
             | Key::EventsStoreRetentionBytes
+            | Key::DurableSubscriptionExpirySeconds
             | Key::QueueMaxMessages
             | Key::QueueMaxBytes => (0, i128::from(i64::MAX)),
             Key::MaxChannels | Key::MaxDurableSubscriptions => (1, u32_max),
@@ -993,6 +1003,13 @@ impl Key {
                 "100000",
                 "1..=4294967295",
                 "Durable events-store subscriptions one shard keeps; an attach that would create one more is refused.",
+            ),
+            Key::DurableSubscriptionExpirySeconds => (
+                "durable_subscription_expiry_seconds",
+                "seconds",
+                "2678400",
+                "0..=9223372036854775807 (0 = never)",
+                "A durable events-store subscription nobody attached for this long is deleted.",
             ),
             Key::AuthEnabled => (
                 "auth_enabled",
@@ -1283,6 +1300,7 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::QueueMaxBytes => s.queue_max_bytes = r.int(key, true)?,
             Key::MaxChannels => s.max_channels = r.int(key, true)?,
             Key::MaxDurableSubscriptions => s.max_durable_subscriptions = r.int(key, true)?,
+            Key::DurableSubscriptionExpirySeconds => s.durable_subscription_expiry_seconds = r.int(key, true)?,
             Key::AuthEnabled => s.auth_enabled = r.bool(key)?,
             Key::AuthJwtKeyFile => s.auth_jwt_key_file = r.value.clone(),
             Key::AuthJwtAudience => s.auth_jwt_audience = r.value.clone(),
@@ -1428,6 +1446,7 @@ mod tests {
             (Key::QueueMaxBytes, "4096", |s| s.queue_max_bytes = 4096),
             (Key::MaxChannels, "5", |s| s.max_channels = 5),
             (Key::MaxDurableSubscriptions, "7", |s| s.max_durable_subscriptions = 7),
+            (Key::DurableSubscriptionExpirySeconds, "0", |s| s.durable_subscription_expiry_seconds = 0),
             (Key::AuthEnabled, "true", |s| s.auth_enabled = true),
             (Key::AuthJwtKeyFile, "/k", |s| s.auth_jwt_key_file = "/k".to_owned()),
             (Key::AuthJwtAudience, "aud", |s| s.auth_jwt_audience = "aud".to_owned()),

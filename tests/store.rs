@@ -469,6 +469,87 @@ fn durable_subscriptions_past_the_limit_are_refused_and_kept_ones_resume() {
     assert_eq!(numbers(&drain_all(&mut c, r, Duration::from_millis(500), false)), vec![0, 1]);
 }
 
+/// A durable subscription that nobody attaches for
+/// `SLUICE_DURABLE_SUBSCRIPTION_EXPIRY_SECONDS` is deleted, on disk too: a later attach
+/// of the same identity is a new subscription (from its start position), also after a
+/// restart, and its place under `SLUICE_MAX_DURABLE_SUBSCRIPTIONS` is free again. One
+/// that stays attached longer than the period is kept and resumes. Before, durable
+/// subscriptions were never deleted: identities that drift (a random container-id)
+/// filled the shard's table for good.
+#[test]
+fn a_durable_subscription_left_unattached_past_its_expiry_is_deleted_on_disk_too() {
+    let dir = fresh_dir("durable-expiry");
+    let addr = "events-store/dexp";
+    let mut b = Broker::start(&env(
+        &dir,
+        &[
+            ("SLUICE_SHARDS", "1"),
+            ("SLUICE_MAX_DURABLE_SUBSCRIPTIONS", "2"),
+            ("SLUICE_DURABLE_SUBSCRIPTION_EXPIRY_SECONDS", "2"),
+        ],
+    ));
+    publish_range(&b, addr, 0..2);
+    let durable = LinkOptions { expiry_policy: Some("never"), ..start_props("first") };
+    let mut c = Client::connect(b.addr(), "expiry-container").unwrap();
+    let ch = c.begin().unwrap();
+    let gone = c.attach_receiver(ch, "gone", Some(addr), &durable).unwrap();
+    c.engine().grant_credit(gone, 2, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, gone, Duration::from_millis(300), false)), vec![0, 1]);
+    c.engine().detach(gone, None);
+    let kept = c.attach_receiver(ch, "kept", Some(addr), &durable).unwrap();
+    c.engine().grant_credit(kept, 2, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, kept, Duration::from_millis(300), false)), vec![0, 1]);
+    publish_range(&b, addr, 2..4);
+    // The table is full: a third identity is refused.
+    let err = c.attach_receiver(ch, "third", Some(addr), &durable).expect_err("a third durable subscription");
+    assert!(err.to_string().contains("amqp:resource-limit-exceeded"), "{err}");
+    // `gone` expires; `kept` stays attached meanwhile (and keeps the connection busy
+    // enough to stay open).
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while b.metric("sluice_durable_subscriptions_expired_total") != Some(1.0) {
+        assert!(std::time::Instant::now() < deadline, "never expired");
+        c.pump(Duration::from_millis(200)).unwrap();
+    }
+    // Attached for longer than the period, `kept` was not deleted.
+    c.pump(Duration::from_millis(2_500)).unwrap();
+    assert_eq!(b.metric("sluice_durable_subscriptions_expired_total"), Some(1.0));
+    assert_eq!(b.metric("sluice_durable_subscriptions"), Some(1.0));
+    // `gone`'s place is free: a new identity fits under the limit of two.
+    let third = c
+        .attach_receiver(ch, "third", Some(addr), &LinkOptions { expiry_policy: Some("never"), ..start_props("last") })
+        .expect("room for a new durable subscription once one expired");
+    c.engine().detach(third, None);
+    // `kept` resumes where it was.
+    c.engine().detach(kept, None);
+    c.pump(Duration::from_millis(300)).unwrap();
+    let kept = c.attach_receiver(ch, "kept", Some(addr), &durable).unwrap();
+    c.engine().grant_credit(kept, 100, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, kept, Duration::from_millis(500), false)), vec![2, 3]);
+    c.engine().detach(kept, None);
+    c.pump(Duration::from_millis(300)).unwrap();
+    // After a restart (with expiry off, so what follows is what the disk kept), `gone`
+    // is a new subscription: from its start position, not from where it stopped.
+    commit_barrier(&b, addr);
+    b.kill9();
+    let b = Broker::start(&env(
+        &dir,
+        &[
+            ("SLUICE_SHARDS", "1"),
+            ("SLUICE_MAX_DURABLE_SUBSCRIPTIONS", "3"),
+            ("SLUICE_DURABLE_SUBSCRIPTION_EXPIRY_SECONDS", "0"),
+        ],
+    ));
+    assert_eq!(b.metric("sluice_durable_subscriptions"), Some(2.0), "kept and third came back, gone did not");
+    let mut c = Client::connect(b.addr(), "expiry-container").unwrap();
+    let ch = c.begin().unwrap();
+    let gone = c.attach_receiver(ch, "gone", Some(addr), &durable).unwrap();
+    c.engine().grant_credit(gone, 100, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, gone, Duration::from_millis(500), false)), vec![0, 1, 2, 3]);
+    let kept = c.attach_receiver(ch, "kept", Some(addr), &durable).unwrap();
+    c.engine().grant_credit(kept, 100, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, kept, Duration::from_millis(500), false)), Vec::<u32>::new());
+}
+
 /// A tmpfs mounted on a fresh directory (this needs root, as CI and this project's
 /// machines run); unmounted when the test ends, whatever happens.
 struct Mount(String);

@@ -150,6 +150,8 @@ fn publish(snaps: &[ShardSnapshot]) {
     for (i, p) in PATTERNS.iter().enumerate() {
         gauge!("sluice_channels", "pattern" => p.as_str()).set(sum(&|s| s.channel_counts[i]) as f64);
     }
+    gauge!("sluice_durable_subscriptions").set(sum(&|s| s.durable_subscriptions) as f64);
+    counter!("sluice_durable_subscriptions_expired_total").absolute(sum(&|s| s.durable_expired));
     for s in snaps {
         let shard = s.shard.to_string();
         gauge!("sluice_shard_connections", "shard" => shard.clone()).set(s.gauges[0].max(0) as f64);

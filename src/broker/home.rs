@@ -38,6 +38,11 @@ const SWEEP_MS: u64 = 1_000;
 const DURABLE_TAKEOVER_MS: u64 = 1_000;
 /// Bound on attaches waiting for a durable identity per channel.
 const DURABLE_PARKED_MAX: usize = 1_024;
+/// Durable subscriptions are looked over for expiry every tenth of the expiry
+/// period, within these bounds (so an expiry is at most a tenth late, and the walk
+/// over every cursor runs once an hour at the default of 31 days).
+const DURABLE_SCAN_MIN_MS: u64 = 1_000;
+const DURABLE_SCAN_MAX_MS: u64 = 3_600_000;
 
 /// Counters kept by the home (read when metrics are scraped).
 #[derive(Debug, Default, Clone)]
@@ -51,6 +56,8 @@ pub struct HomeStats {
     pub queue_full: u64,
     /// Publishes and attaches refused because the shard kept `max_channels` channels.
     pub channel_limit: u64,
+    /// Durable subscriptions deleted because nobody attached them for the expiry period.
+    pub durable_expired: u64,
 }
 
 /// Bounds on what the channels of one shard keep (0: no limit).
@@ -64,6 +71,8 @@ pub struct Limits {
     pub max_channels: u32,
     /// Durable events-store subscriptions kept by the shard (0: no limit).
     pub max_durable_subscriptions: u32,
+    /// A durable subscription nobody attached for this long is deleted (ms; 0: never).
+    pub durable_expiry_ms: u64,
 }
 
 /// Per-channel counters.
@@ -138,6 +147,10 @@ pub struct Home {
     next_queue_id: u64,
     /// When idle, empty channels are next looked for.
     next_sweep_ms: u64,
+    /// When durable subscriptions are next looked over for expiry.
+    next_durable_scan_ms: u64,
+    /// Durable subscriptions kept, over every events-store channel.
+    durable_count: usize,
     queues_journal: Rc<RefCell<Journal>>,
     events_journal: Rc<RefCell<Journal>>,
     queues: HashMap<ChannelKey, QueueChan>,
@@ -209,6 +222,8 @@ impl Home {
             limits: Limits::default(),
             next_queue_id: 1,
             next_sweep_ms: 0,
+            next_durable_scan_ms: 0,
+            durable_count: 0,
             queues_journal,
             events_journal,
             queues: HashMap::default(),
@@ -255,9 +270,13 @@ impl Home {
             let s = self.store(key);
             s.next_seq = s.next_seq.max(*next);
         }
+        // The expiry clock of a recovered subscription starts now: the broker did not
+        // see it attached while it was down, nor can it tell when it last was.
+        let now = super::now_ms();
         for ((key, id), next) in &rec.cursors {
-            self.store(key).cursors.insert(id.clone(), *next);
+            self.store(key).cursors.insert(id.clone(), Cursor { next: *next, seen_ms: now });
         }
+        self.durable_count = self.stores.values().map(|s| s.cursors.len()).sum();
         self.events_journal.borrow_mut().restore_marks(rec.cursors, rec.seq_marks);
     }
 
@@ -324,6 +343,25 @@ impl Home {
                 && s.cursors.is_empty()
                 && s.counters.idle(now_ms))
         });
+    }
+
+    /// Delete the durable subscriptions nobody attached for the expiry period (looked
+    /// over every tenth of that period, between 1 s and 1 h).
+    fn expire_durables(&mut self, now_ms: u64) {
+        let expiry = self.limits.durable_expiry_ms;
+        if expiry == 0 || self.durable_count == 0 || now_ms < self.next_durable_scan_ms {
+            return;
+        }
+        self.next_durable_scan_ms =
+            now_ms.saturating_add((expiry / 10).clamp(DURABLE_SCAN_MIN_MS, DURABLE_SCAN_MAX_MS));
+        let gone: usize = self.stores.values_mut().map(|s| s.expire_cursors(now_ms, expiry)).sum();
+        self.durable_count = self.durable_count.saturating_sub(gone);
+        self.stats.durable_expired += gone as u64;
+    }
+
+    /// Durable subscriptions kept by this shard.
+    pub fn durable_count(&self) -> usize {
+        self.durable_count
     }
 
     fn queue(&mut self, key: &ChannelKey) -> &mut QueueChan {
@@ -450,10 +488,11 @@ impl Home {
                 Pattern::EventsStore => {
                     // Counted over the shard's channels only for a durable attach.
                     let max = self.limits.max_durable_subscriptions as usize;
-                    let room = spec.durable.is_none()
-                        || max == 0
-                        || self.stores.values().map(|s| s.cursors.len()).sum::<usize>() < max;
-                    self.store(&key).subscribe(sub, *spec, room, now_ms, out)
+                    let room = spec.durable.is_none() || max == 0 || self.durable_count < max;
+                    let s = self.store(&key);
+                    let before = s.cursors.len();
+                    s.subscribe(sub, *spec, room, now_ms, out);
+                    self.durable_count += s.cursors.len().saturating_sub(before);
                 }
                 Pattern::Commands | Pattern::Queries => {
                     self.rpcs.entry(key).or_default().subscribe(sub, &spec, now_ms, out)
@@ -518,7 +557,7 @@ impl Home {
             }
             ShardMsg::Consumed { key, sub, next_seq } => {
                 if let Some(s) = self.stores.get_mut(&key) {
-                    s.consumed(sub, next_seq);
+                    s.consumed(sub, next_seq, now_ms);
                 }
             }
             ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm } => {
@@ -613,6 +652,7 @@ impl Home {
     pub fn tick(&mut self, now_ms: u64, out: &mut Vec<ShardMsg>) {
         if now_ms >= self.next_sweep_ms {
             self.next_sweep_ms = now_ms.saturating_add(SWEEP_MS);
+            self.expire_durables(now_ms);
             self.sweep(now_ms);
         }
         let max = self.max_receive_count;
@@ -1287,11 +1327,19 @@ struct StoreChan {
     log: VecDeque<StoredEvent>,
     next_seq: u64,
     readers: Vec<Reader>,
-    cursors: HashMap<String, u64>,
+    cursors: HashMap<String, Cursor>,
     live: HashSet<String>,
     /// Attaches waiting for a durable identity that is still held.
     parked: Vec<Parked>,
     counters: Counters,
+}
+
+/// A durable subscription's position, and when it was last seen attached (or let
+/// go): it is deleted once nobody attached it for the expiry period.
+#[derive(Debug, Clone, Copy)]
+struct Cursor {
+    next: u64,
+    seen_ms: u64,
 }
 
 #[derive(Debug)]
@@ -1367,9 +1415,48 @@ impl StoreChan {
         }
     }
 
-    fn set_cursor(&mut self, id: &str, next: u64) {
-        self.cursors.insert(id.to_owned(), next);
+    /// The cursor of a durable subscription that is attached, or just let go, at
+    /// `now_ms` (its expiry clock starts again).
+    fn set_cursor(&mut self, id: &str, next: u64, now_ms: u64) {
+        match self.cursors.get_mut(id) {
+            Some(c) => *c = Cursor { next, seen_ms: now_ms },
+            None => {
+                self.cursors.insert(id.to_owned(), Cursor { next, seen_ms: now_ms });
+            }
+        }
         self.journal.borrow_mut().cursor(&self.key, id, next);
+    }
+
+    /// Delete the durable subscriptions that nobody attached for `expiry_ms`; the
+    /// attached ones are seen now. Returns how many went.
+    fn expire_cursors(&mut self, now_ms: u64, expiry_ms: u64) -> usize {
+        if self.cursors.is_empty() {
+            return 0;
+        }
+        let attached: HashSet<&str> = self
+            .readers
+            .iter()
+            .filter_map(|r| r.durable.as_deref())
+            .chain(self.parked.iter().filter_map(|p| p.spec.durable.as_deref()))
+            .collect();
+        let mut expired = Vec::new();
+        for (id, c) in self.cursors.iter_mut() {
+            if attached.contains(id.as_str()) {
+                c.seen_ms = now_ms;
+            } else if now_ms.saturating_sub(c.seen_ms) >= expiry_ms {
+                expired.push(id.clone());
+            }
+        }
+        for id in &expired {
+            self.cursors.remove(id);
+            self.journal.borrow_mut().forget_cursor(&self.key, id);
+            tracing::info!(
+                channel = %self.key.name,
+                subscription = %id,
+                "durable subscription deleted: not attached for the expiry period"
+            );
+        }
+        expired.len()
     }
 
     fn start_seq(&self, start: StartPos) -> u64 {
@@ -1425,11 +1512,11 @@ impl StoreChan {
             }
         }
         let next = match spec.durable.as_ref().and_then(|id| self.cursors.get(id)) {
-            Some(c) => (*c).max(self.first_seq()),
+            Some(c) => c.next.max(self.first_seq()),
             None => self.start_seq(spec.start),
         };
         if let Some(id) = &spec.durable {
-            self.set_cursor(id, next);
+            self.set_cursor(id, next, now_ms);
         }
         self.readers.push(Reader {
             members: vec![member],
@@ -1496,20 +1583,22 @@ impl StoreChan {
             self.counters.delivered += 1;
             if let (Some(id), false) = (&r.durable, r.hold) {
                 // Deliver-first: the position is taken as the event enters the window.
-                self.cursors.insert(id.clone(), r.next);
+                if let Some(c) = self.cursors.get_mut(id) {
+                    c.next = r.next;
+                }
                 self.journal.borrow_mut().cursor(&self.key, id, r.next);
             }
         }
     }
 
     /// Lossless links: the connection sent everything before `next_seq`.
-    fn consumed(&mut self, sub: SubRef, next_seq: u64) {
+    fn consumed(&mut self, sub: SubRef, next_seq: u64, now_ms: u64) {
         let Some(r) = self.readers.iter().find(|r| r.members.iter().any(|m| m.sub == sub)) else { return };
         if let (Some(id), true) = (&r.durable, r.hold) {
-            let current = self.cursors.get(id).copied().unwrap_or(0);
+            let current = self.cursors.get(id).map_or(0, |c| c.next);
             if next_seq > current {
                 let id = id.clone();
-                self.set_cursor(&id, next_seq);
+                self.set_cursor(&id, next_seq, now_ms);
             }
         }
     }
@@ -1563,7 +1652,9 @@ impl StoreChan {
         if let Some(id) = r.durable.clone() {
             if !r.hold {
                 let next = r.next;
-                self.set_cursor(&id, next);
+                self.set_cursor(&id, next, now_ms);
+            } else if let Some(c) = self.cursors.get_mut(&id) {
+                c.seen_ms = now_ms;
             }
             self.live.remove(&id);
             if self.readers[i].members.is_empty() {

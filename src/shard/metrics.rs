@@ -164,6 +164,10 @@ pub struct ShardSnapshot {
     pub channel_limit: u64,
     /// Channels kept, by pattern (order of [`PATTERNS`]).
     pub channel_counts: [u64; 5],
+    /// Durable events-store subscriptions kept, attached or not.
+    pub durable_subscriptions: u64,
+    /// Durable subscriptions deleted after the expiry period unattached.
+    pub durable_expired: u64,
     /// Connections.
     pub connections: Vec<ConnectionInfo>,
     /// Links.
@@ -206,6 +210,8 @@ pub fn snapshot(shard: &Shard) -> ShardSnapshot {
         queue_full: home.stats.queue_full,
         channel_limit: home.stats.channel_limit,
         channel_counts: home.channel_counts(),
+        durable_subscriptions: home.durable_count() as u64,
+        durable_expired: home.stats.durable_expired,
         connections: reg.connections.values().cloned().collect(),
         links: reg.links.values().flatten().cloned().collect(),
         channels: home.channel_stats(),

@@ -367,6 +367,7 @@ async fn shard_main(
         queue_max_bytes: settings.queue_max_bytes,
         max_channels: settings.max_channels,
         max_durable_subscriptions: settings.max_durable_subscriptions,
+        durable_expiry_ms: settings.durable_subscription_expiry_seconds.saturating_mul(1000),
     };
     home.restore(recovered);
     home.events_dir = Some((id, global.events_dir.clone()));

@@ -80,11 +80,15 @@ pub mod rtype {
     pub const QUEUE_DELIVERED: u8 = 3;
     /// An events-store event: key, sequence, timestamp, payload.
     pub const STORE_PUBLISH: u8 = 4;
-    /// A durable subscription's cursor: key, identity, next sequence.
+    /// A durable subscription's cursor: key, identity, next sequence
+    /// ([`super::CURSOR_DELETED`]: the subscription was deleted).
     pub const CURSOR: u8 = 5;
     /// An events-store channel's next sequence number (survives retention).
     pub const SEQ_MARK: u8 = 6;
 }
+
+/// The next sequence of a [`rtype::CURSOR`] record that deletes the cursor.
+pub const CURSOR_DELETED: u64 = 0;
 
 /// The directory of one shard's log.
 pub fn log_dir(data_dir: &Path, shard: usize, kind: LogKind) -> PathBuf {
@@ -378,6 +382,21 @@ impl Journal {
         self.cursors.insert(k.clone(), next);
         self.dirty.push((k, next));
         self.wake();
+    }
+
+    /// A durable subscription is deleted: its cursor leaves the snapshots of later
+    /// segments, and a tombstone (a cursor record whose next sequence is 0, which no
+    /// cursor has: sequences start at 1) drops it from the records before it when the
+    /// log is recovered. Written with the next commit, after any move of the same
+    /// cursor still waiting (those are skipped: the cursor is no longer kept).
+    pub fn forget_cursor(&mut self, key: &ChannelKey, id: &str) {
+        if !self.enabled {
+            return;
+        }
+        if self.cursors.remove(&(key.clone(), id.to_owned())).is_some() {
+            self.write_cursor(key, id, CURSOR_DELETED);
+            self.wake();
+        }
     }
 
     fn write_cursor(&mut self, key: &ChannelKey, id: &str, next: u64) {

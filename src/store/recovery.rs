@@ -396,7 +396,11 @@ fn apply(rt: u8, body: &[u8], seg: u64, r: &mut RecoveredShard) -> Result<(), &'
             let n = b.u16()? as usize;
             let id = std::str::from_utf8(b.take(n)?).map_err(|_| "durable id is not UTF-8")?.to_owned();
             let next = b.u64()?;
-            r.cursors.insert((key, id), next);
+            if next == super::CURSOR_DELETED {
+                r.cursors.remove(&(key, id));
+            } else {
+                r.cursors.insert((key, id), next);
+            }
         }
         rtype::SEQ_MARK => {
             let key = b.key()?;
