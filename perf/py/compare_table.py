@@ -6,6 +6,7 @@ usage: compare_table.py OUT_DIR RESULTS_MD ENV_LINE RHEA_CMD_SLUICE RHEA_CMD_RAB
 Only the text between <!-- compare:begin --> and <!-- compare:end --> is replaced (the
 markers are appended when missing); every other section of the file is left as it is.
 """
+import math
 import json
 import os
 import sys
@@ -33,11 +34,17 @@ def num(v, digits=0):
     return str(v)
 
 
-def ratio(a, b, invert=False):
+def ratio(a, b, invert=False, lower_is_better=False):
+    """sluice / RabbitMQ, cut (not rounded) to the digits shown, towards RabbitMQ's
+    side: a throughput ratio of 9.97 shows as 9.9×, never as 10.0×, and a
+    lower-is-better ratio of 0.204 as 0.21×."""
     if not a or not b:
         return "–"
     r = (b / a) if invert else (a / b)
-    return f"{r:,.2f}×" if r < 1 else f"{r:,.1f}×"
+    scale = 100 if r < 1 else 10
+    cut = math.ceil(r * scale - 1e-9) if lower_is_better else math.floor(r * scale + 1e-9)
+    cut /= scale
+    return f"{cut:,.2f}×" if r < 1 else f"{cut:,.1f}×"
 
 
 def short(v):
@@ -115,13 +122,13 @@ def main():
     w(f"| frame pump | msg/s delivered | {num(s)} | {num(r)} | {ratio(s, r)} |")
     for q, label in (("p50_us", "p50"), ("p99_us", "p99"), ("p999_us", "p999")):
         s, r = lat(runs["latency"]["sluice"], q), lat(runs["latency"]["rabbit"], q)
-        w(f"| events latency at half of each broker's max rate | {label} µs | {num(s, 1)} | {num(r, 1)} | {ratio(s, r)} (lower is better) |")
+        w(f"| events latency at half of each broker's max rate | {label} µs | {num(s, 1)} | {num(r, 1)} | {ratio(s, r, lower_is_better=True)} (lower is better) |")
     rl = {b: (runs["latency"][b] or {}).get("rate_limit") for b in BROKERS}
     w(f"| (latency run rates) | msg/s offered | {num(rl['sluice'])} | {num(rl['rabbit'])} | |")
     s, r = (runs["idle"]["sluice"] or {}), (runs["idle"]["rabbit"] or {})
     w(f"| {num(s.get('connections'))} idle connections | broker RSS growth per connection, KiB | "
       f"{num(s.get('broker_rss_per_connection_kib'), 1)} | {num(r.get('broker_rss_per_connection_kib'), 1)} | "
-      f"{ratio(s.get('broker_rss_per_connection_kib'), r.get('broker_rss_per_connection_kib'))} (lower is better) |")
+      f"{ratio(s.get('broker_rss_per_connection_kib'), r.get('broker_rss_per_connection_kib'), lower_is_better=True)} (lower is better) |")
     w(f"| idle connections | broker RSS after, MiB | {num((s.get('broker_rss_after_kib') or 0) / 1024, 1)} | "
       f"{num((r.get('broker_rss_after_kib') or 0) / 1024, 1)} | |")
     s, r = (rhea.get("sluice") or {}).get("msgs_per_s"), (rhea.get("rabbit") or {}).get("msgs_per_s")
