@@ -13,6 +13,9 @@ mod broker_harness;
 mod harness;
 #[path = "../fuzz/seeds.rs"]
 mod seeds;
+/// The `store` target: crash recovery over segment files built from the input.
+#[path = "../fuzz/store_harness.rs"]
+mod store_harness;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
@@ -101,6 +104,35 @@ fn replay_engine_corpus() {
 fn replay_broker_corpus() {
     replay_with("broker", broker_harness::broker);
     assert!(broker_harness::healthy(broker_harness::broker_addr()), "broker unhealthy after the replay");
+}
+
+#[test]
+fn replay_store_corpus() {
+    replay_with("store", store_harness::store);
+}
+
+#[test]
+fn store_seeds_pass_their_harness() {
+    let seeds = store_harness::seeds();
+    assert!(seeds.len() >= 10, "store: only {} seeds", seeds.len());
+    let (n, failures) = run_all(seeds, store_harness::store);
+    assert!(failures.is_empty(), "store: {} of {n} seeds panicked:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Write the `store` seeds into `fuzz/corpus/store/seed-<name>` (run on demand).
+#[test]
+#[ignore = "writes files: run with --ignored to regenerate the store seed corpus"]
+fn generate_store_seed_corpus() {
+    let dir = fuzz_dir().join("corpus").join("store");
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        panic!("cannot create {}: {e}", dir.display());
+    }
+    for (name, data) in store_harness::seeds() {
+        let path = dir.join(format!("seed-{name}"));
+        if let Err(e) = std::fs::write(&path, data) {
+            panic!("cannot write {}: {e}", path.display());
+        }
+    }
 }
 
 #[test]
