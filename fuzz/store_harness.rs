@@ -41,9 +41,11 @@ fn data_dir() -> PathBuf {
     DIR.with(Clone::clone)
 }
 
-/// The segments the input describes: (log kind, segment bodies after the header,
-/// whether each gets its header).
-fn segments_of(data: &[u8]) -> Option<(LogKind, Vec<(bool, Vec<u8>)>)> {
+/// A segment to write: whether it gets its header, and what follows.
+type Segment = (bool, Vec<u8>);
+
+/// The segments the input describes, and their log.
+fn segments_of(data: &[u8]) -> Option<(LogKind, Vec<Segment>)> {
     let (&flags, rest) = data.split_first()?;
     let kind = if flags & 1 != 0 { LogKind::Events } else { LogKind::Queues };
     let raw = flags & 2 != 0;
@@ -88,7 +90,7 @@ fn segments_of(data: &[u8]) -> Option<(LogKind, Vec<(bool, Vec<u8>)>)> {
         }
     }
     let per = pieces.len().div_ceil(want).max(1);
-    let mut segs: Vec<(bool, Vec<u8>)> = pieces.chunks(per).map(|c| (true, c.concat())).collect();
+    let mut segs: Vec<Segment> = pieces.chunks(per).map(|c| (true, c.concat())).collect();
     if segs.is_empty() {
         segs.push((true, Vec::new()));
     }
@@ -253,7 +255,7 @@ pub(crate) fn seeds() -> Vec<(String, Vec<u8>)> {
     mid.extend_from_slice(&event(3));
     seeds.push(("events-corrupt-middle".into(), mid));
     // Three segments, the later ones without their header.
-    let mut headless = vec![0u8 | (2 << 2) | 16];
+    let mut headless = vec![(2u8 << 2) | 16];
     headless.extend_from_slice(&queues[1..]);
     seeds.push(("queues-headless-later-segments".into(), headless));
     // A tombstone before its cursor, a cursor of an unknown pattern, a bad name.
