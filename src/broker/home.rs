@@ -12,7 +12,7 @@ use crate::store::recovery::RecoveredShard;
 use crate::store::Journal;
 use crossbeam_queue::ArrayQueue;
 use sluice_proto::codec::Value;
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
 /// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
@@ -151,6 +151,12 @@ pub struct Home {
     next_durable_scan_ms: u64,
     /// Durable subscriptions kept, over every events-store channel.
     durable_count: usize,
+    /// The earliest ack deadline of any queue's deliveries (0: none), lowered by the
+    /// queues as they deliver: the 20 ms tick walks the queues only once it is due,
+    /// so an idle shard with many queues costs no walk over them.
+    earliest_deadline: Rc<Cell<u64>>,
+    /// Some events-store channel has attaches waiting for a durable identity.
+    parked_any: bool,
     queues_journal: Rc<RefCell<Journal>>,
     events_journal: Rc<RefCell<Journal>>,
     queues: HashMap<ChannelKey, QueueChan>,
@@ -224,6 +230,8 @@ impl Home {
             next_sweep_ms: 0,
             next_durable_scan_ms: 0,
             durable_count: 0,
+            earliest_deadline: Rc::new(Cell::new(0)),
+            parked_any: false,
             queues_journal,
             events_journal,
             queues: HashMap::default(),
@@ -365,8 +373,8 @@ impl Home {
     }
 
     fn queue(&mut self, key: &ChannelKey) -> &mut QueueChan {
-        let j = &self.queues_journal;
-        channel(&mut self.queues, key, || QueueChan::new(key.clone(), j.clone()))
+        let (j, earliest) = (&self.queues_journal, &self.earliest_deadline);
+        channel(&mut self.queues, key, || QueueChan::new(key.clone(), j.clone(), earliest.clone()))
     }
 
     /// A store forgotten by the sweep comes back with the next sequence number the
@@ -492,7 +500,9 @@ impl Home {
                     let s = self.store(&key);
                     let before = s.cursors.len();
                     s.subscribe(sub, *spec, room, now_ms, out);
-                    self.durable_count += s.cursors.len().saturating_sub(before);
+                    let (added, parked) = (s.cursors.len().saturating_sub(before), !s.parked.is_empty());
+                    self.durable_count += added;
+                    self.parked_any |= parked;
                 }
                 Pattern::Commands | Pattern::Queries => {
                     self.rpcs.entry(key).or_default().subscribe(sub, &spec, now_ms, out)
@@ -654,18 +664,34 @@ impl Home {
             self.next_sweep_ms = now_ms.saturating_add(SWEEP_MS);
             self.expire_durables(now_ms);
             self.sweep(now_ms);
-        }
-        let max = self.max_receive_count;
-        for (key, q) in self.queues.iter_mut() {
-            if q.next_deadline != 0 && q.next_deadline <= now_ms {
-                q.expire(key, now_ms, max, out);
-                q.dispatch(now_ms, out);
+            // Retention by age, to the second (by size it is kept at every publish).
+            let retention = self.retention;
+            for s in self.stores.values_mut() {
+                s.trim(now_ms, retention);
             }
         }
-        let retention = self.retention;
-        for s in self.stores.values_mut() {
-            s.trim(now_ms, retention);
-            s.expire_parked(now_ms, out);
+        let due = self.earliest_deadline.get();
+        if due != 0 && due <= now_ms {
+            let max = self.max_receive_count;
+            let mut next = 0;
+            for (key, q) in self.queues.iter_mut() {
+                if q.next_deadline != 0 && q.next_deadline <= now_ms {
+                    q.expire(key, now_ms, max, out);
+                    q.dispatch(now_ms, out);
+                }
+                if q.next_deadline != 0 && (next == 0 || q.next_deadline < next) {
+                    next = q.next_deadline;
+                }
+            }
+            self.earliest_deadline.set(next);
+        }
+        if self.parked_any {
+            let mut any = false;
+            for s in self.stores.values_mut() {
+                s.expire_parked(now_ms, out);
+                any |= !s.parked.is_empty();
+            }
+            self.parked_any = any;
         }
         // Records cut by a failed commit: the live messages recorded in those
         // segments are appended again before what that commit gave up is released.
@@ -819,14 +845,17 @@ struct QueueChan {
     next_token: u64,
     /// Earliest ack deadline among the unacked (0: none), so ticks stay cheap.
     next_deadline: u64,
+    /// The home's earliest deadline over every queue, lowered with `next_deadline`.
+    earliest: Rc<Cell<u64>>,
     counters: Counters,
 }
 
 impl QueueChan {
-    fn new(key: ChannelKey, journal: Rc<RefCell<Journal>>) -> Self {
+    fn new(key: ChannelKey, journal: Rc<RefCell<Journal>>, earliest: Rc<Cell<u64>>) -> Self {
         QueueChan {
             key,
             journal,
+            earliest,
             ready: VecDeque::new(),
             moving: HashMap::default(),
             bytes: 0,
@@ -948,6 +977,10 @@ impl QueueChan {
                         let deadline = if c.ack_deadline_ms > 0 { now_ms.saturating_add(c.ack_deadline_ms) } else { 0 };
                         if deadline != 0 && (self.next_deadline == 0 || deadline < self.next_deadline) {
                             self.next_deadline = deadline;
+                            let e = self.earliest.get();
+                            if e == 0 || deadline < e {
+                                self.earliest.set(deadline);
+                            }
                         }
                         self.unacked.insert(token, Unacked { item, sub: c.sub, deadline });
                     }
