@@ -375,6 +375,43 @@ fn a_message_released_too_often_moves_to_the_dead_letter_queue() {
     assert_eq!(b.metric("sluice_channel_dead_lettered_total{pattern=\"queues\",channel=\"poison\"}"), Some(1.0));
 }
 
+/// Past `SLUICE_METRICS_CHANNEL_CAP`, channels are summed under `channel="_other"`
+/// (per pattern): the first channels by name keep their own label set, wherever
+/// their shards are, and the rest add up.
+#[test]
+fn channels_past_the_metrics_cap_are_summed_under_other() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "2"), ("SLUICE_METRICS_CHANNEL_CAP", "2")]);
+    let mut c = Client::connect(b.addr(), "cap").unwrap();
+    let ch = c.begin().unwrap();
+    // Five queues holding 1..=5 messages, published in reverse name order.
+    for (i, name) in ["cap-e", "cap-d", "cap-c", "cap-b", "cap-a"].iter().enumerate() {
+        let n = 5 - i;
+        let s = c.attach_sender(ch, name, Some(&format!("queues/{name}")), &LinkOptions::default()).unwrap();
+        c.wait_credit(s).unwrap();
+        for _ in 0..n {
+            let id = c.send(s, data_message(&[1u8; 10]), false).unwrap();
+            assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+        }
+    }
+    let homes: std::collections::BTreeSet<_> = ["cap-a", "cap-b", "cap-c", "cap-d", "cap-e"]
+        .iter()
+        .map(|n| sluice::broker::address::ChannelKey::new(sluice::config::Pattern::Queues, n).home(2))
+        .collect();
+    assert_eq!(homes.len(), 2, "the five queues are kept by both shards");
+    let q = |channel: &str, family: &str| b.metric(&format!("{family}{{pattern=\"queues\",channel=\"{channel}\"}}"));
+    assert_eq!(q("cap-a", "sluice_channel_undelivered_messages"), Some(1.0));
+    assert_eq!(q("cap-b", "sluice_channel_undelivered_messages"), Some(2.0));
+    for gone in ["cap-c", "cap-d", "cap-e"] {
+        assert_eq!(q(gone, "sluice_channel_undelivered_messages"), None, "{gone} has a label set of its own");
+    }
+    assert_eq!(q("_other", "sluice_channel_undelivered_messages"), Some(12.0));
+    assert_eq!(q("_other", "sluice_channel_published_messages_total"), Some(12.0));
+    assert_eq!(
+        q("_other", "sluice_channel_published_bytes_total"),
+        q("cap-a", "sluice_channel_published_bytes_total").map(|v| v * 12.0)
+    );
+}
+
 #[test]
 fn backlog_metrics_and_channels_api() {
     let b = Broker::start(&[]);

@@ -44,7 +44,7 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                 }
             }
             (tiny_http::Method::Get, "/metrics") => {
-                let snaps = collect(&global);
+                let snaps = collect(&global, Some(global.settings.metrics_channel_cap as usize));
                 publish(&snaps);
                 publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
                 publish_store(&snaps, &global);
@@ -55,17 +55,17 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                 (200, "text/plain; version=0.0.4", handle.render())
             }
             (tiny_http::Method::Get, "/api/amqp10/connections") => {
-                let conns: Vec<_> = collect(&global).into_iter().flat_map(|s| s.connections).collect();
+                let conns: Vec<_> = collect(&global, None).into_iter().flat_map(|s| s.connections).collect();
                 let total = conns.len();
                 (200, "application/json", serde_json::json!({ "connections": conns, "total": total }).to_string())
             }
             (tiny_http::Method::Get, "/api/amqp10/links") => {
-                let links: Vec<_> = collect(&global).into_iter().flat_map(|s| s.links).collect();
+                let links: Vec<_> = collect(&global, None).into_iter().flat_map(|s| s.links).collect();
                 let total = links.len();
                 (200, "application/json", serde_json::json!({ "links": links, "total": total }).to_string())
             }
             (tiny_http::Method::Get, "/api/channels") => {
-                let channels: Vec<_> = collect(&global)
+                let channels: Vec<_> = collect(&global, None)
                     .into_iter()
                     .flat_map(|s| {
                         let shard = s.shard;
@@ -102,12 +102,13 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
     }
 }
 
-/// Ask every shard for a snapshot (each answers within its 20 ms control tick).
-pub fn collect(global: &Global) -> Vec<ShardSnapshot> {
+/// Ask every shard for a snapshot (each answers within its 20 ms control tick); see
+/// [`AdminRequest::cap`].
+pub fn collect(global: &Global, cap: Option<usize>) -> Vec<ShardSnapshot> {
     let mut out = Vec::new();
     for q in &global.admin {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        if q.push(AdminRequest { reply: tx }).is_err() {
+        if q.push(AdminRequest { reply: tx, cap }).is_err() {
             continue;
         }
         if let Ok(s) = rx.recv_timeout(Duration::from_secs(2)) {
@@ -125,7 +126,7 @@ fn publish(snaps: &[ShardSnapshot]) {
     gauge!("kubemq_amqp10_sessions").set(gsum(1));
     gauge!("kubemq_amqp10_links", "role" => "sender").set(gsum(2));
     gauge!("kubemq_amqp10_links", "role" => "receiver").set(gsum(3));
-    let nodes: i64 = snaps.iter().flat_map(|s| s.connections.iter()).map(|c| c.dynamic_nodes).sum();
+    let nodes: i64 = snaps.iter().map(|s| s.dynamic_nodes).sum();
     gauge!("sluice_dynamic_nodes").set(nodes.max(0) as f64);
     for (i, p) in PATTERNS.iter().enumerate() {
         counter!("kubemq_amqp10_transfers_total", "direction" => "in", "pattern" => p.as_str())
@@ -166,7 +167,10 @@ fn publish_backlog(snaps: &[ShardSnapshot], cap: usize) {
     let mut channels: Vec<_> = snaps.iter().flat_map(|s| s.channels.iter()).collect();
     channels.sort_by(|a, b| (a.key.pattern, &*a.key.name).cmp(&(b.key.pattern, &*b.key.name)));
     let mut other: std::collections::BTreeMap<&'static str, [f64; 9]> = Default::default();
-    for (i, c) in channels.iter().enumerate() {
+    // Each shard sent its first `cap` channels and the sum of the rest: the first
+    // `cap` of all are among those sent, and the rest add up with the shards' sums.
+    let others = snaps.iter().flat_map(|s| s.channel_others.iter());
+    for (i, c) in channels.iter().copied().enumerate().chain(others.map(|c| (usize::MAX, c))) {
         let v = [
             c.undelivered as f64,
             c.outstanding as f64,

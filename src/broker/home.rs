@@ -124,7 +124,86 @@ pub struct ChannelStats {
     pub deadline_expired: u64,
 }
 
-/// How long and how much an events-store channel keeps (the default: no limit).
+/// The numbers of [`ChannelStats`] without the channel.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+struct Backlog {
+    undelivered: u64,
+    outstanding: u64,
+    consumers: u64,
+    published: u64,
+    published_bytes: u64,
+    delivered: u64,
+    oldest_unacked_ms: u64,
+    dead_lettered: u64,
+    deadline_expired: u64,
+}
+
+impl Backlog {
+    /// Add another channel's numbers (the oldest age is the larger of the two).
+    fn add(&mut self, o: &Backlog) {
+        self.undelivered += o.undelivered;
+        self.outstanding += o.outstanding;
+        self.consumers += o.consumers;
+        self.published += o.published;
+        self.published_bytes += o.published_bytes;
+        self.delivered += o.delivered;
+        self.oldest_unacked_ms = self.oldest_unacked_ms.max(o.oldest_unacked_ms);
+        self.dead_lettered += o.dead_lettered;
+        self.deadline_expired += o.deadline_expired;
+    }
+}
+
+/// A channel kept with its own label set while a capped scrape walks the channels:
+/// ordered by (pattern, name), so the heap's top is the one to evict first.
+struct Kept<'a> {
+    key: &'a ChannelKey,
+    b: Backlog,
+}
+
+impl Kept<'_> {
+    fn order(&self) -> (Pattern, &str) {
+        (self.key.pattern, &self.key.name)
+    }
+}
+
+impl PartialEq for Kept<'_> {
+    fn eq(&self, o: &Self) -> bool {
+        self.order() == o.order()
+    }
+}
+
+impl Eq for Kept<'_> {}
+
+impl PartialOrd for Kept<'_> {
+    fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+impl Ord for Kept<'_> {
+    fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+        self.order().cmp(&o.order())
+    }
+}
+
+impl ChannelStats {
+    fn of(key: &ChannelKey, b: &Backlog) -> Self {
+        ChannelStats {
+            key: key.clone(),
+            undelivered: b.undelivered,
+            outstanding: b.outstanding,
+            consumers: b.consumers,
+            published: b.published,
+            published_bytes: b.published_bytes,
+            delivered: b.delivered,
+            oldest_unacked_ms: b.oldest_unacked_ms,
+            dead_lettered: b.dead_lettered,
+            deadline_expired: b.deadline_expired,
+        }
+    }
+}
+
+/// How long and how much an events-store channel keeps/// How long and how much an events-store channel keeps (the default: no limit).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Retention {
     /// Events older than this are dropped (ms; 0: no limit).
@@ -716,26 +795,57 @@ impl Home {
 
     /// Backlog of every channel homed here.
     pub fn channel_stats(&self) -> Vec<ChannelStats> {
-        let mut v = Vec::new();
-        let now = super::now_ms();
-        let stats = |key: &ChannelKey,
-                     undelivered: u64,
-                     outstanding: u64,
-                     consumers: u64,
-                     c: &Counters,
-                     oldest: Option<u64>| {
-            ChannelStats {
-                key: key.clone(),
-                undelivered,
-                outstanding,
-                consumers,
-                published: c.published,
-                published_bytes: c.published_bytes,
-                delivered: c.delivered,
-                oldest_unacked_ms: oldest.map_or(0, |t| now.saturating_sub(t)),
-                dead_lettered: c.dead_lettered,
-                deadline_expired: c.deadline_expired,
+        let mut v = Vec::with_capacity(self.channel_count());
+        self.visit_backlog(|key, b| v.push(ChannelStats::of(key, b)));
+        v
+    }
+
+    /// For /metrics: the first `cap` channels by (pattern, name) with their own
+    /// stats, and the rest summed per pattern under the name `_other` (the oldest
+    /// age is their maximum). Only the ones kept are copied, so a scrape of a shard
+    /// with many channels costs one pass over them, not a copy of each.
+    pub fn channel_stats_capped(&self, cap: usize) -> (Vec<ChannelStats>, Vec<ChannelStats>) {
+        if self.channel_count() <= cap {
+            return (self.channel_stats(), Vec::new());
+        }
+        // One pass: a max-heap keeps the `cap` smallest keys seen so far; whatever
+        // it turns away (or evicts) is summed at once.
+        let mut kept: std::collections::BinaryHeap<Kept<'_>> = std::collections::BinaryHeap::with_capacity(cap + 1);
+        let mut other: Vec<(Pattern, Backlog)> = Vec::new();
+        let mut sum = |pattern: Pattern, b: &Backlog| match other.iter_mut().find(|(p, _)| *p == pattern) {
+            Some((_, o)) => o.add(b),
+            None => other.push((pattern, *b)),
+        };
+        self.visit_backlog(|key, b| {
+            if kept.len() < cap {
+                kept.push(Kept { key, b: *b });
+            } else if kept.peek().is_some_and(|top| (key.pattern, &*key.name) < (top.key.pattern, &*top.key.name)) {
+                if let Some(out) = kept.pop() {
+                    sum(out.key.pattern, &out.b);
+                }
+                kept.push(Kept { key, b: *b });
+            } else {
+                sum(key.pattern, b);
             }
+        });
+        let own = kept.into_iter().map(|k| ChannelStats::of(k.key, &k.b)).collect();
+        let other = other.into_iter().map(|(p, b)| ChannelStats::of(&ChannelKey::new(p, "_other"), &b)).collect();
+        (own, other)
+    }
+
+    /// Call `f` with the backlog of every channel homed here.
+    fn visit_backlog<'a>(&'a self, mut f: impl FnMut(&'a ChannelKey, &Backlog)) {
+        let now = super::now_ms();
+        let backlog = |undelivered: u64, outstanding: u64, consumers: u64, c: &Counters, oldest: Option<u64>| Backlog {
+            undelivered,
+            outstanding,
+            consumers,
+            published: c.published,
+            published_bytes: c.published_bytes,
+            delivered: c.delivered,
+            oldest_unacked_ms: oldest.map_or(0, |t| now.saturating_sub(t)),
+            dead_lettered: c.dead_lettered,
+            deadline_expired: c.deadline_expired,
         };
         for (k, q) in &self.queues {
             let oldest = q
@@ -745,19 +855,14 @@ impl Home {
                 .into_iter()
                 .chain(q.unacked.values().map(|u| u.item.msg.received_ms))
                 .min();
-            v.push(stats(
-                k,
-                q.ready.len() as u64,
-                q.unacked.len() as u64,
-                q.consumers.len() as u64,
-                &q.counters,
-                oldest,
-            ));
+            let b =
+                backlog(q.ready.len() as u64, q.unacked.len() as u64, q.consumers.len() as u64, &q.counters, oldest);
+            f(k, &b);
         }
         for (k, e) in &self.events {
             let held: u64 = e.subs.iter().map(|s| s.held.len() as u64).sum();
             let oldest = e.subs.iter().filter_map(|s| s.held.front().map(|m| m.received_ms)).min();
-            v.push(stats(k, held, 0, e.subs.len() as u64, &e.counters, oldest));
+            f(k, &backlog(held, 0, e.subs.len() as u64, &e.counters, oldest));
         }
         for (k, s) in &self.stores {
             // Undelivered: events some reader has not yet taken into its window.
@@ -766,9 +871,8 @@ impl Home {
             let oldest_seq = s.readers.iter().map(|r| r.next).min().filter(|n| *n < s.next_seq);
             let oldest = oldest_seq.and_then(|n| s.log.get(s.index_of(n))).map(|e| e.ts_ms);
             let consumers = s.readers.iter().map(|r| r.members.len() as u64).sum();
-            v.push(stats(k, behind, in_rings, consumers, &s.counters, oldest));
+            f(k, &backlog(behind, in_rings, consumers, &s.counters, oldest));
         }
-        v
     }
 }
 

@@ -172,8 +172,12 @@ pub struct ShardSnapshot {
     pub connections: Vec<ConnectionInfo>,
     /// Links.
     pub links: Vec<LinkInfo>,
-    /// Channels homed on the shard.
+    /// Channels homed on the shard (for /metrics: the first `cap` by pattern and name).
     pub channels: Vec<ChannelStats>,
+    /// For /metrics: the shard's other channels summed per pattern (`_other`).
+    pub channel_others: Vec<ChannelStats>,
+    /// Dynamic nodes held by the shard's connections.
+    pub dynamic_nodes: i64,
     /// Store logs: (log name, counters, enabled).
     pub store: Vec<(&'static str, crate::store::JournalStats, bool)>,
 }
@@ -183,17 +187,47 @@ pub struct ShardSnapshot {
 pub struct AdminRequest {
     /// Where to send the snapshot.
     pub reply: std::sync::mpsc::SyncSender<ShardSnapshot>,
+    /// For /metrics: channels and sender links beyond this many (the first by name)
+    /// are summed or left out, and connections are not listed. None: everything, for
+    /// the JSON API.
+    pub cap: Option<usize>,
 }
 
 fn copy<const N: usize>(c: &[Cell<u64>; N]) -> [u64; N] {
     std::array::from_fn(|i| c[i].get())
 }
 
-/// Copy a shard's numbers.
-pub fn snapshot(shard: &Shard) -> ShardSnapshot {
+/// Copy a shard's numbers (see [`AdminRequest::cap`]).
+pub fn snapshot(shard: &Shard, cap: Option<usize>) -> ShardSnapshot {
     let c = &shard.counters;
     let home = shard.home.borrow();
     let reg = shard.registry.borrow();
+    let dynamic_nodes = reg.connections.values().map(|c| c.dynamic_nodes).sum();
+    let (connections, links, (channels, channel_others)) = match cap {
+        None => (
+            reg.connections.values().cloned().collect(),
+            reg.links.values().flatten().cloned().collect(),
+            (home.channel_stats(), Vec::new()),
+        ),
+        Some(cap) => {
+            // The shard's first `cap` sender links by (pattern, channel, name): the
+            // first `cap` of all shards are among them.
+            let mut senders: Vec<&LinkInfo> = reg.links.values().flatten().filter(|l| l.role == "sender").collect();
+            if senders.len() > cap {
+                let by_name = |a: &&LinkInfo, b: &&LinkInfo| {
+                    (&a.pattern, &a.channel, &a.name).cmp(&(&b.pattern, &b.channel, &b.name))
+                };
+                match cap.checked_sub(1) {
+                    Some(i) => {
+                        senders.select_nth_unstable_by(i, by_name);
+                        senders.truncate(cap);
+                    }
+                    None => senders.clear(),
+                }
+            }
+            (Vec::new(), senders.into_iter().cloned().collect(), home.channel_stats_capped(cap))
+        }
+    };
     ShardSnapshot {
         shard: shard.id,
         connections_handed_over: c.connections_handed_over.get(),
@@ -212,9 +246,11 @@ pub fn snapshot(shard: &Shard) -> ShardSnapshot {
         channel_counts: home.channel_counts(),
         durable_subscriptions: home.durable_count() as u64,
         durable_expired: home.stats.durable_expired,
-        connections: reg.connections.values().cloned().collect(),
-        links: reg.links.values().flatten().cloned().collect(),
-        channels: home.channel_stats(),
+        connections,
+        links,
+        channels,
+        channel_others,
+        dynamic_nodes,
         store: shard
             .journals
             .iter()
