@@ -113,45 +113,42 @@ fn replay_store_corpus() {
 
 #[test]
 fn store_seeds_pass_their_harness() {
-    let seeds = store_harness::seeds();
-    assert!(seeds.len() >= 10, "store: only {} seeds", seeds.len());
-    let (n, failures) = run_all(seeds, store_harness::store);
-    assert!(failures.is_empty(), "store: {} of {n} seeds panicked:\n{}", failures.len(), failures.join("\n"));
-}
-
-/// Write the `store` seeds into `fuzz/corpus/store/seed-<name>` (run on demand).
-#[test]
-#[ignore = "writes files: run with --ignored to regenerate the store seed corpus"]
-fn generate_store_seed_corpus() {
-    let dir = fuzz_dir().join("corpus").join("store");
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        panic!("cannot create {}: {e}", dir.display());
-    }
-    for (name, data) in store_harness::seeds() {
-        let path = dir.join(format!("seed-{name}"));
-        if let Err(e) = std::fs::write(&path, data) {
-            panic!("cannot write {}: {e}", path.display());
-        }
-    }
+    seeds_pass("store", store_harness::seeds(), store_harness::store);
 }
 
 #[test]
 fn broker_seeds_pass_their_harness() {
-    let seeds = broker_harness::seeds();
-    assert!(seeds.len() >= 10, "broker: only {} seeds", seeds.len());
-    let (n, failures) = run_all(seeds, broker_harness::broker);
-    assert!(failures.is_empty(), "broker: {} of {n} seeds panicked:\n{}", failures.len(), failures.join("\n"));
+    seeds_pass("broker", broker_harness::seeds(), broker_harness::broker);
 }
 
 /// The seed generator itself stays in working order (and its inputs pass).
 #[test]
 fn seeds_pass_their_harness() {
     for (target, f) in TARGETS {
-        let seeds = seeds::seeds_for(target);
-        assert!(seeds.len() >= 10, "{target}: only {} seeds", seeds.len());
-        let (n, failures) = run_all(seeds, f);
-        assert!(failures.is_empty(), "{target}: {} of {n} seeds panicked:\n{}", failures.len(), failures.join("\n"));
+        seeds_pass(target, seeds::seeds_for(target), f);
     }
+}
+
+/// A target's seeds are at least ten and none panics.
+fn seeds_pass(target: &str, seeds: Vec<(String, Vec<u8>)>, f: Harness) {
+    assert!(seeds.len() >= 10, "{target}: only {} seeds", seeds.len());
+    let (n, failures) = run_all(seeds, f);
+    assert!(failures.is_empty(), "{target}: {} of {n} seeds panicked:\n{}", failures.len(), failures.join("\n"));
+}
+
+/// Write `seeds` into `fuzz/corpus/<target>/seed-<name>`.
+fn write_seeds(target: &str, seeds: &[(String, Vec<u8>)]) {
+    let dir = fuzz_dir().join("corpus").join(target);
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        panic!("cannot create {}: {e}", dir.display());
+    }
+    for (name, data) in seeds {
+        let path = dir.join(format!("seed-{name}"));
+        if let Err(e) = std::fs::write(&path, data) {
+            panic!("cannot write {}: {e}", path.display());
+        }
+    }
+    eprintln!("{target}: wrote {} seeds to {}", seeds.len(), dir.display());
 }
 
 /// Write the seeds into `fuzz/corpus/<target>/seed-<name>` (run on demand).
@@ -159,18 +156,7 @@ fn seeds_pass_their_harness() {
 #[ignore = "writes files: run with --ignored to regenerate the seed corpus"]
 fn generate_seed_corpus() {
     for (target, _) in TARGETS {
-        let dir = fuzz_dir().join("corpus").join(target);
-        if let Err(e) = std::fs::create_dir_all(&dir) {
-            panic!("cannot create {}: {e}", dir.display());
-        }
-        let seeds = seeds::seeds_for(target);
-        for (name, data) in &seeds {
-            let path = dir.join(format!("seed-{name}"));
-            if let Err(e) = std::fs::write(&path, data) {
-                panic!("cannot write {}: {e}", path.display());
-            }
-        }
-        eprintln!("{target}: wrote {} seeds to {}", seeds.len(), dir.display());
+        write_seeds(target, &seeds::seeds_for(target));
     }
 }
 
@@ -178,14 +164,12 @@ fn generate_seed_corpus() {
 #[test]
 #[ignore = "writes files: run with --ignored to regenerate the broker seed corpus"]
 fn generate_broker_seed_corpus() {
-    let dir = fuzz_dir().join("corpus").join("broker");
-    if let Err(e) = std::fs::create_dir_all(&dir) {
-        panic!("cannot create {}: {e}", dir.display());
-    }
-    for (name, data) in broker_harness::seeds() {
-        let path = dir.join(format!("seed-{name}"));
-        if let Err(e) = std::fs::write(&path, data) {
-            panic!("cannot write {}: {e}", path.display());
-        }
-    }
+    write_seeds("broker", &broker_harness::seeds());
+}
+
+/// Write the `store` seeds into `fuzz/corpus/store/seed-<name>` (run on demand).
+#[test]
+#[ignore = "writes files: run with --ignored to regenerate the store seed corpus"]
+fn generate_store_seed_corpus() {
+    write_seeds("store", &store_harness::seeds());
 }
