@@ -4,6 +4,7 @@
 //! Shards keep plain per-shard counters; a scrape asks every shard for a snapshot
 //! (answered on the shard's control tick) and adds them up.
 
+use crate::config::Pattern;
 use crate::shard::metrics::{AdminRequest, ShardSnapshot, OUTCOMES, PATTERNS, SCOPES};
 use crate::shard::Global;
 use metrics::{counter, gauge};
@@ -32,7 +33,10 @@ pub fn start(global: Arc<Global>) -> std::io::Result<std::thread::JoinHandle<()>
 
 fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandle) {
     for req in server.incoming_requests() {
-        let path = req.url().split('?').next().unwrap_or("").to_owned();
+        let (path, query) = match req.url().split_once('?') {
+            Some((p, q)) => (p.to_owned(), q.to_owned()),
+            None => (req.url().to_owned(), String::new()),
+        };
         let (status, ctype, body) = match (req.method(), path.as_str()) {
             (tiny_http::Method::Get, "/healthz") => {
                 if global.ready.load(Ordering::SeqCst) >= global.settings.shards
@@ -44,7 +48,7 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                 }
             }
             (tiny_http::Method::Get, "/metrics") => {
-                let snaps = collect(&global, Some(global.settings.metrics_channel_cap as usize));
+                let snaps = collect(&global, Some(global.settings.metrics_channel_cap as usize), None);
                 publish(&snaps);
                 publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
                 publish_store(&snaps, &global);
@@ -55,42 +59,64 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                 (200, "text/plain; version=0.0.4", handle.render())
             }
             (tiny_http::Method::Get, "/api/amqp10/connections") => {
-                let conns: Vec<_> = collect(&global, None).into_iter().flat_map(|s| s.connections).collect();
+                let conns: Vec<_> = collect(&global, None, None).into_iter().flat_map(|s| s.connections).collect();
                 let total = conns.len();
                 (200, "application/json", serde_json::json!({ "connections": conns, "total": total }).to_string())
             }
             (tiny_http::Method::Get, "/api/amqp10/links") => {
-                let links: Vec<_> = collect(&global, None).into_iter().flat_map(|s| s.links).collect();
+                let links: Vec<_> = collect(&global, None, None).into_iter().flat_map(|s| s.links).collect();
                 let total = links.len();
                 (200, "application/json", serde_json::json!({ "links": links, "total": total }).to_string())
             }
-            (tiny_http::Method::Get, "/api/channels") => {
-                let channels: Vec<_> = collect(&global, None)
-                    .into_iter()
-                    .flat_map(|s| {
-                        let shard = s.shard;
-                        s.channels.into_iter().map(move |c| (shard, c))
-                    })
-                    .map(|(shard, c)| {
-                        serde_json::json!({
-                            "pattern": c.key.pattern.as_str(),
-                            "channel": &*c.key.name,
-                            "shard": shard,
-                            "undelivered": c.undelivered,
-                            "outstanding": c.outstanding,
-                            "consumers": c.consumers,
-                            "published_messages": c.published,
-                            "published_bytes": c.published_bytes,
-                            "delivered_messages": c.delivered,
-                            "oldest_unacked_age_seconds": c.oldest_unacked_ms as f64 / 1000.0,
-                            "dead_lettered": c.dead_lettered,
-                            "ack_deadline_expired": c.deadline_expired,
+            (tiny_http::Method::Get, "/api/channels") => match channel_page(&query) {
+                Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
+                Ok(page) => {
+                    let limit = page.as_ref().map(|(l, _)| *l);
+                    let snaps = collect(&global, None, page);
+                    // Each shard sent its first `limit`: the first `limit` of all are among them.
+                    let more_on_a_shard = limit.is_some_and(|l| snaps.iter().any(|s| s.channels.len() >= l));
+                    let mut all: Vec<_> = snaps
+                        .into_iter()
+                        .flat_map(|s| {
+                            let shard = s.shard;
+                            s.channels.into_iter().map(move |c| (shard, c))
                         })
-                    })
-                    .collect();
-                let total = channels.len();
-                (200, "application/json", serde_json::json!({ "channels": channels, "total": total }).to_string())
-            }
+                        .collect();
+                    let mut next = None;
+                    if let Some(limit) = limit {
+                        all.sort_by(|a, b| (a.1.key.pattern, &*a.1.key.name).cmp(&(b.1.key.pattern, &*b.1.key.name)));
+                        if all.len() > limit || more_on_a_shard {
+                            all.truncate(limit);
+                            next = all.last().map(|(_, c)| format!("{}/{}", c.key.pattern.as_str(), c.key.name));
+                        }
+                    }
+                    let channels: Vec<_> = all
+                        .into_iter()
+                        .map(|(shard, c)| {
+                            serde_json::json!({
+                                "pattern": c.key.pattern.as_str(),
+                                "channel": &*c.key.name,
+                                "shard": shard,
+                                "undelivered": c.undelivered,
+                                "outstanding": c.outstanding,
+                                "consumers": c.consumers,
+                                "published_messages": c.published,
+                                "published_bytes": c.published_bytes,
+                                "delivered_messages": c.delivered,
+                                "oldest_unacked_age_seconds": c.oldest_unacked_ms as f64 / 1000.0,
+                                "dead_lettered": c.dead_lettered,
+                                "ack_deadline_expired": c.deadline_expired,
+                            })
+                        })
+                        .collect();
+                    let total = channels.len();
+                    let body = match limit {
+                        Some(_) => serde_json::json!({ "channels": channels, "total": total, "next": next }),
+                        None => serde_json::json!({ "channels": channels, "total": total }),
+                    };
+                    (200, "application/json", body.to_string())
+                }
+            },
             _ => (404, "application/json", r#"{"error":"not found"}"#.to_owned()),
         };
         let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes()).ok();
@@ -104,11 +130,11 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
 
 /// Ask every shard for a snapshot (each answers within its 20 ms control tick); see
 /// [`AdminRequest::cap`].
-pub fn collect(global: &Global, cap: Option<usize>) -> Vec<ShardSnapshot> {
+pub fn collect(global: &Global, cap: Option<usize>, page: Page) -> Vec<ShardSnapshot> {
     let mut out = Vec::new();
     for q in &global.admin {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        if q.push(AdminRequest { reply: tx, cap }).is_err() {
+        if q.push(AdminRequest { reply: tx, cap, page: page.clone() }).is_err() {
             continue;
         }
         if let Ok(s) = rx.recv_timeout(Duration::from_secs(2)) {
@@ -116,6 +142,65 @@ pub fn collect(global: &Global, cap: Option<usize>) -> Vec<ShardSnapshot> {
         }
     }
     out
+}
+
+/// A page of /api/channels: how many, and after which channel.
+type Page = Option<(usize, Option<(Pattern, String)>)>;
+
+/// Most channels one page of /api/channels may ask for.
+const PAGE_MAX: usize = 10_000;
+
+/// `limit=N` (1..=10000) and `after=<pattern>/<channel>` from the query of
+/// /api/channels: None when `limit` is absent (every channel, in one answer).
+fn channel_page(query: &str) -> Result<Page, String> {
+    let (mut limit, mut after) = (None, None);
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        let v = percent_decode(v).ok_or_else(|| format!("{k}: bad percent-encoding"))?;
+        match k {
+            "limit" => match v.parse::<usize>() {
+                Ok(n) if (1..=PAGE_MAX).contains(&n) => limit = Some(n),
+                _ => return Err(format!("limit must be between 1 and {PAGE_MAX}")),
+            },
+            "after" => {
+                let (p, name) = v.split_once('/').ok_or("after must be <pattern>/<channel>")?;
+                let p =
+                    PATTERNS.iter().find(|x| x.as_str() == p).ok_or_else(|| format!("after: unknown pattern {p}"))?;
+                after = Some((*p, name.to_owned()));
+            }
+            other => return Err(format!("unknown parameter {other}")),
+        }
+    }
+    match (limit, after) {
+        (None, Some(_)) => Err("after needs limit".to_owned()),
+        (None, None) => Ok(None),
+        (Some(l), a) => Ok(Some((l, a))),
+    }
+}
+
+/// `%XX` and `+` decoded; None when an escape is bad or the result is not UTF-8.
+fn percent_decode(s: &str) -> Option<String> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
+                out.push(u8::from_str_radix(hex, 16).ok()?);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 /// Set every family from the sum of the snapshots.

@@ -808,29 +808,49 @@ impl Home {
         if self.channel_count() <= cap {
             return (self.channel_stats(), Vec::new());
         }
-        // One pass: a max-heap keeps the `cap` smallest keys seen so far; whatever
-        // it turns away (or evicts) is summed at once.
-        let mut kept: std::collections::BinaryHeap<Kept<'_>> = std::collections::BinaryHeap::with_capacity(cap + 1);
         let mut other: Vec<(Pattern, Backlog)> = Vec::new();
-        let mut sum = |pattern: Pattern, b: &Backlog| match other.iter_mut().find(|(p, _)| *p == pattern) {
+        let own = self.first_channels(cap, None, |pattern, b| match other.iter_mut().find(|(p, _)| *p == pattern) {
             Some((_, o)) => o.add(b),
             None => other.push((pattern, *b)),
-        };
+        });
+        let other = other.into_iter().map(|(p, b)| ChannelStats::of(&ChannelKey::new(p, "_other"), &b)).collect();
+        (own, other)
+    }
+
+    /// A page of /api/channels: the first `limit` channels by (pattern, name) after
+    /// `after`, in that order.
+    pub fn channel_page(&self, limit: usize, after: Option<(Pattern, &str)>) -> Vec<ChannelStats> {
+        let mut page = self.first_channels(limit, after, |_, _| {});
+        page.sort_by(|a, b| (a.key.pattern, &*a.key.name).cmp(&(b.key.pattern, &*b.key.name)));
+        page
+    }
+
+    /// The first `cap` channels by (pattern, name) past `after`, in one pass: a
+    /// max-heap keeps the smallest seen so far, and whatever it turns away (or
+    /// evicts) goes to `rest` at once. Only the ones kept are copied.
+    fn first_channels(
+        &self,
+        cap: usize,
+        after: Option<(Pattern, &str)>,
+        mut rest: impl FnMut(Pattern, &Backlog),
+    ) -> Vec<ChannelStats> {
+        let mut kept: std::collections::BinaryHeap<Kept<'_>> = std::collections::BinaryHeap::with_capacity(cap + 1);
         self.visit_backlog(|key, b| {
+            if after.is_some_and(|a| (key.pattern, &*key.name) <= a) {
+                return;
+            }
             if kept.len() < cap {
                 kept.push(Kept { key, b: *b });
             } else if kept.peek().is_some_and(|top| (key.pattern, &*key.name) < (top.key.pattern, &*top.key.name)) {
                 if let Some(out) = kept.pop() {
-                    sum(out.key.pattern, &out.b);
+                    rest(out.key.pattern, &out.b);
                 }
                 kept.push(Kept { key, b: *b });
             } else {
-                sum(key.pattern, b);
+                rest(key.pattern, b);
             }
         });
-        let own = kept.into_iter().map(|k| ChannelStats::of(k.key, &k.b)).collect();
-        let other = other.into_iter().map(|(p, b)| ChannelStats::of(&ChannelKey::new(p, "_other"), &b)).collect();
-        (own, other)
+        kept.into_iter().map(|k| ChannelStats::of(k.key, &k.b)).collect()
     }
 
     /// Call `f` with the backlog of every channel homed here.

@@ -191,6 +191,9 @@ pub struct AdminRequest {
     /// are summed or left out, and connections are not listed. None: everything, for
     /// the JSON API.
     pub cap: Option<usize>,
+    /// For a page of /api/channels: at most this many channels, the first by
+    /// (pattern, name) after the given one; nothing else is listed.
+    pub page: Option<(usize, Option<(Pattern, String)>)>,
 }
 
 fn copy<const N: usize>(c: &[Cell<u64>; N]) -> [u64; N] {
@@ -198,18 +201,22 @@ fn copy<const N: usize>(c: &[Cell<u64>; N]) -> [u64; N] {
 }
 
 /// Copy a shard's numbers (see [`AdminRequest::cap`]).
-pub fn snapshot(shard: &Shard, cap: Option<usize>) -> ShardSnapshot {
+pub fn snapshot(shard: &Shard, cap: Option<usize>, page: Option<(usize, Option<(Pattern, String)>)>) -> ShardSnapshot {
     let c = &shard.counters;
     let home = shard.home.borrow();
     let reg = shard.registry.borrow();
     let dynamic_nodes = reg.connections.values().map(|c| c.dynamic_nodes).sum();
-    let (connections, links, (channels, channel_others)) = match cap {
-        None => (
+    let (connections, links, (channels, channel_others)) = match (cap, page) {
+        (_, Some((limit, after))) => {
+            let after = after.as_ref().map(|(p, n)| (*p, n.as_str()));
+            (Vec::new(), Vec::new(), (home.channel_page(limit, after), Vec::new()))
+        }
+        (None, None) => (
             reg.connections.values().cloned().collect(),
             reg.links.values().flatten().cloned().collect(),
             (home.channel_stats(), Vec::new()),
         ),
-        Some(cap) => {
+        (Some(cap), None) => {
             // The shard's first `cap` sender links by (pattern, channel, name): the
             // first `cap` of all shards are among them.
             let mut senders: Vec<&LinkInfo> = reg.links.values().flatten().filter(|l| l.role == "sender").collect();
