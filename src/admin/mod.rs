@@ -4,8 +4,9 @@
 //! Shards keep plain per-shard counters; a scrape asks every shard for a snapshot
 //! (answered on the shard's control tick) and adds them up.
 
-use crate::config::Pattern;
-use crate::shard::metrics::{AdminRequest, ShardSnapshot, OUTCOMES, PATTERNS, SCOPES};
+use crate::broker::address::ChannelKey;
+use crate::broker::home::Backlog;
+use crate::shard::metrics::{AdminRequest, Scope, ShardSnapshot, OUTCOMES, PATTERNS, SCOPES};
 use crate::shard::Global;
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -48,7 +49,7 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                 }
             }
             (tiny_http::Method::Get, "/metrics") => {
-                let snaps = collect(&global, Some(global.settings.metrics_channel_cap as usize), None);
+                let snaps = collect(&global, Scope::Metrics { cap: global.settings.metrics_channel_cap as usize });
                 publish(&snaps);
                 publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
                 publish_store(&snaps, &global);
@@ -59,20 +60,23 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                 (200, "text/plain; version=0.0.4", handle.render())
             }
             (tiny_http::Method::Get, "/api/amqp10/connections") => {
-                let conns: Vec<_> = collect(&global, None, None).into_iter().flat_map(|s| s.connections).collect();
+                let conns: Vec<_> = collect(&global, Scope::All).into_iter().flat_map(|s| s.connections).collect();
                 let total = conns.len();
                 (200, "application/json", serde_json::json!({ "connections": conns, "total": total }).to_string())
             }
             (tiny_http::Method::Get, "/api/amqp10/links") => {
-                let links: Vec<_> = collect(&global, None, None).into_iter().flat_map(|s| s.links).collect();
+                let links: Vec<_> = collect(&global, Scope::All).into_iter().flat_map(|s| s.links).collect();
                 let total = links.len();
                 (200, "application/json", serde_json::json!({ "links": links, "total": total }).to_string())
             }
             (tiny_http::Method::Get, "/api/channels") => match channel_page(&query) {
                 Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
-                Ok(page) => {
-                    let limit = page.as_ref().map(|(l, _)| *l);
-                    let snaps = collect(&global, None, page);
+                Ok(scope) => {
+                    let limit = match &scope {
+                        Scope::ChannelPage { limit, .. } => Some(*limit),
+                        _ => None,
+                    };
+                    let snaps = collect(&global, scope);
                     // Each shard sent its first `limit`: the first `limit` of all are among them.
                     let more_on_a_shard = limit.is_some_and(|l| snaps.iter().any(|s| s.channels.len() >= l));
                     let mut all: Vec<_> = snaps
@@ -84,7 +88,7 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                         .collect();
                     let mut next = None;
                     if let Some(limit) = limit {
-                        all.sort_by(|a, b| (a.1.key.pattern, &*a.1.key.name).cmp(&(b.1.key.pattern, &*b.1.key.name)));
+                        all.sort_by(|a, b| a.1.key.cmp(&b.1.key));
                         if all.len() > limit || more_on_a_shard {
                             all.truncate(limit);
                             next = all.last().map(|(_, c)| format!("{}/{}", c.key.pattern.as_str(), c.key.name));
@@ -97,15 +101,15 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
                                 "pattern": c.key.pattern.as_str(),
                                 "channel": &*c.key.name,
                                 "shard": shard,
-                                "undelivered": c.undelivered,
-                                "outstanding": c.outstanding,
-                                "consumers": c.consumers,
-                                "published_messages": c.published,
-                                "published_bytes": c.published_bytes,
-                                "delivered_messages": c.delivered,
-                                "oldest_unacked_age_seconds": c.oldest_unacked_ms as f64 / 1000.0,
-                                "dead_lettered": c.dead_lettered,
-                                "ack_deadline_expired": c.deadline_expired,
+                                "undelivered": c.backlog.undelivered,
+                                "outstanding": c.backlog.outstanding,
+                                "consumers": c.backlog.consumers,
+                                "published_messages": c.backlog.published,
+                                "published_bytes": c.backlog.published_bytes,
+                                "delivered_messages": c.backlog.delivered,
+                                "oldest_unacked_age_seconds": c.backlog.oldest_unacked_ms as f64 / 1000.0,
+                                "dead_lettered": c.backlog.dead_lettered,
+                                "ack_deadline_expired": c.backlog.deadline_expired,
                             })
                         })
                         .collect();
@@ -128,13 +132,13 @@ fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandl
     }
 }
 
-/// Ask every shard for a snapshot (each answers within its 20 ms control tick); see
-/// [`AdminRequest::cap`].
-pub fn collect(global: &Global, cap: Option<usize>, page: Page) -> Vec<ShardSnapshot> {
+/// Ask every shard for a snapshot of `scope` (each answers within its 20 ms control
+/// tick).
+pub fn collect(global: &Global, scope: Scope) -> Vec<ShardSnapshot> {
     let mut out = Vec::new();
     for q in &global.admin {
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        if q.push(AdminRequest { reply: tx, cap, page: page.clone() }).is_err() {
+        if q.push(AdminRequest { reply: tx, scope: scope.clone() }).is_err() {
             continue;
         }
         if let Ok(s) = rx.recv_timeout(Duration::from_secs(2)) {
@@ -144,15 +148,12 @@ pub fn collect(global: &Global, cap: Option<usize>, page: Page) -> Vec<ShardSnap
     out
 }
 
-/// A page of /api/channels: how many, and after which channel.
-type Page = Option<(usize, Option<(Pattern, String)>)>;
-
 /// Most channels one page of /api/channels may ask for.
 const PAGE_MAX: usize = 10_000;
 
 /// `limit=N` (1..=10000) and `after=<pattern>/<channel>` from the query of
-/// /api/channels: None when `limit` is absent (every channel, in one answer).
-fn channel_page(query: &str) -> Result<Page, String> {
+/// /api/channels: a page, or every channel in one answer when `limit` is absent.
+fn channel_page(query: &str) -> Result<Scope, String> {
     let (mut limit, mut after) = (None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -166,15 +167,15 @@ fn channel_page(query: &str) -> Result<Page, String> {
                 let (p, name) = v.split_once('/').ok_or("after must be <pattern>/<channel>")?;
                 let p =
                     PATTERNS.iter().find(|x| x.as_str() == p).ok_or_else(|| format!("after: unknown pattern {p}"))?;
-                after = Some((*p, name.to_owned()));
+                after = Some(ChannelKey::new(*p, name));
             }
             other => return Err(format!("unknown parameter {other}")),
         }
     }
     match (limit, after) {
         (None, Some(_)) => Err("after needs limit".to_owned()),
-        (None, None) => Ok(None),
-        (Some(l), a) => Ok(Some((l, a))),
+        (None, None) => Ok(Scope::All),
+        (Some(limit), after) => Ok(Scope::ChannelPage { limit, after }),
     }
 }
 
@@ -250,36 +251,19 @@ fn publish(snaps: &[ShardSnapshot]) {
 /// under `channel="_other"` so a million channels cannot blow up the scrape.
 fn publish_backlog(snaps: &[ShardSnapshot], cap: usize) {
     let mut channels: Vec<_> = snaps.iter().flat_map(|s| s.channels.iter()).collect();
-    channels.sort_by(|a, b| (a.key.pattern, &*a.key.name).cmp(&(b.key.pattern, &*b.key.name)));
-    let mut other: std::collections::BTreeMap<&'static str, [f64; 9]> = Default::default();
+    channels.sort_by(|a, b| a.key.cmp(&b.key));
     // Each shard sent its first `cap` channels and the sum of the rest: the first
     // `cap` of all are among those sent, and the rest add up with the shards' sums.
-    let others = snaps.iter().flat_map(|s| s.channel_others.iter());
-    for (i, c) in channels.iter().copied().enumerate().chain(others.map(|c| (usize::MAX, c))) {
-        let v = [
-            c.undelivered as f64,
-            c.outstanding as f64,
-            c.oldest_unacked_ms as f64 / 1000.0,
-            c.consumers as f64,
-            c.published as f64,
-            c.published_bytes as f64,
-            c.delivered as f64,
-            c.dead_lettered as f64,
-            c.deadline_expired as f64,
-        ];
-        let pattern = c.key.pattern.as_str();
-        if i < cap {
-            channel_families(pattern, c.key.name.to_string(), v);
-        } else {
-            let o = other.entry(pattern).or_insert([0.0; 9]);
-            for k in 0..9 {
-                // The oldest age is a maximum, everything else a sum.
-                o[k] = if k == 2 { o[k].max(v[k]) } else { o[k] + v[k] };
-            }
-        }
+    let mut other: std::collections::BTreeMap<&'static str, Backlog> = Default::default();
+    let beyond = channels.iter().skip(cap).copied().chain(snaps.iter().flat_map(|s| s.channel_others.iter()));
+    for c in beyond {
+        other.entry(c.key.pattern.as_str()).or_default().add(&c.backlog);
     }
-    for (pattern, v) in other {
-        channel_families(pattern, "_other".to_owned(), v);
+    for c in channels.iter().take(cap) {
+        channel_families(c.key.pattern.as_str(), c.key.name.to_string(), &c.backlog);
+    }
+    for (pattern, b) in &other {
+        channel_families(pattern, "_other".to_owned(), b);
     }
     let mut links: Vec<_> = snaps.iter().flat_map(|s| s.links.iter()).filter(|l| l.role == "sender").collect();
     links.sort_by(|a, b| (&a.pattern, &a.channel, &a.name).cmp(&(&b.pattern, &b.channel, &b.name)));
@@ -291,17 +275,17 @@ fn publish_backlog(snaps: &[ShardSnapshot], cap: usize) {
     }
 }
 
-fn channel_families(pattern: &'static str, channel: String, v: [f64; 9]) {
+fn channel_families(pattern: &'static str, channel: String, b: &Backlog) {
     let labels = [("pattern", pattern.to_owned()), ("channel", channel)];
-    gauge!("sluice_channel_undelivered_messages", &labels).set(v[0]);
-    gauge!("sluice_channel_outstanding_messages", &labels).set(v[1]);
-    gauge!("sluice_channel_oldest_unacked_age_seconds", &labels).set(v[2]);
-    gauge!("sluice_channel_consumers", &labels).set(v[3]);
-    counter!("sluice_channel_published_messages_total", &labels).absolute(v[4] as u64);
-    counter!("sluice_channel_published_bytes_total", &labels).absolute(v[5] as u64);
-    counter!("sluice_channel_delivered_messages_total", &labels).absolute(v[6] as u64);
-    counter!("sluice_channel_dead_lettered_total", &labels).absolute(v[7] as u64);
-    counter!("sluice_channel_ack_deadline_expired_total", &labels).absolute(v[8] as u64);
+    gauge!("sluice_channel_undelivered_messages", &labels).set(b.undelivered as f64);
+    gauge!("sluice_channel_outstanding_messages", &labels).set(b.outstanding as f64);
+    gauge!("sluice_channel_oldest_unacked_age_seconds", &labels).set(b.oldest_unacked_ms as f64 / 1000.0);
+    gauge!("sluice_channel_consumers", &labels).set(b.consumers as f64);
+    counter!("sluice_channel_published_messages_total", &labels).absolute(b.published);
+    counter!("sluice_channel_published_bytes_total", &labels).absolute(b.published_bytes);
+    counter!("sluice_channel_delivered_messages_total", &labels).absolute(b.delivered);
+    counter!("sluice_channel_dead_lettered_total", &labels).absolute(b.dead_lettered);
+    counter!("sluice_channel_ack_deadline_expired_total", &labels).absolute(b.deadline_expired);
 }
 
 /// The durable store: sizes, fsync latency (a Prometheus histogram built from the

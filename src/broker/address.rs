@@ -23,6 +23,20 @@ impl PartialEq for ChannelKey {
     }
 }
 
+impl PartialOrd for ChannelKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ChannelKey {
+    /// By pattern, then name (consistent with `eq`): the order of /metrics label sets
+    /// and of /api/channels pages.
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.pattern, &*self.name).cmp(&(other.pattern, &*other.name))
+    }
+}
+
 impl std::hash::Hash for ChannelKey {
     /// Consistent with `eq`: the pattern and the name's bytes.
     fn hash<H: std::hash::Hasher>(&self, h: &mut H) {

@@ -104,6 +104,13 @@ impl Counters {
 pub struct ChannelStats {
     /// Channel.
     pub key: ChannelKey,
+    /// Its numbers.
+    pub backlog: Backlog,
+}
+
+/// The numbers of one channel, or of several summed (`_other` on /metrics).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Backlog {
     /// Messages waiting for a consumer (queues), or stored (events-store).
     pub undelivered: u64,
     /// Delivered and not yet settled.
@@ -124,23 +131,9 @@ pub struct ChannelStats {
     pub deadline_expired: u64,
 }
 
-/// The numbers of [`ChannelStats`] without the channel.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-struct Backlog {
-    undelivered: u64,
-    outstanding: u64,
-    consumers: u64,
-    published: u64,
-    published_bytes: u64,
-    delivered: u64,
-    oldest_unacked_ms: u64,
-    dead_lettered: u64,
-    deadline_expired: u64,
-}
-
 impl Backlog {
     /// Add another channel's numbers (the oldest age is the larger of the two).
-    fn add(&mut self, o: &Backlog) {
+    pub fn add(&mut self, o: &Backlog) {
         self.undelivered += o.undelivered;
         self.outstanding += o.outstanding;
         self.consumers += o.consumers;
@@ -154,21 +147,15 @@ impl Backlog {
 }
 
 /// A channel kept with its own label set while a capped scrape walks the channels:
-/// ordered by (pattern, name), so the heap's top is the one to evict first.
+/// ordered by its key, so the heap's top is the one to evict first.
 struct Kept<'a> {
     key: &'a ChannelKey,
-    b: Backlog,
-}
-
-impl Kept<'_> {
-    fn order(&self) -> (Pattern, &str) {
-        (self.key.pattern, &self.key.name)
-    }
+    backlog: Backlog,
 }
 
 impl PartialEq for Kept<'_> {
     fn eq(&self, o: &Self) -> bool {
-        self.order() == o.order()
+        self.key == o.key
     }
 }
 
@@ -182,28 +169,11 @@ impl PartialOrd for Kept<'_> {
 
 impl Ord for Kept<'_> {
     fn cmp(&self, o: &Self) -> std::cmp::Ordering {
-        self.order().cmp(&o.order())
+        self.key.cmp(o.key)
     }
 }
 
-impl ChannelStats {
-    fn of(key: &ChannelKey, b: &Backlog) -> Self {
-        ChannelStats {
-            key: key.clone(),
-            undelivered: b.undelivered,
-            outstanding: b.outstanding,
-            consumers: b.consumers,
-            published: b.published,
-            published_bytes: b.published_bytes,
-            delivered: b.delivered,
-            oldest_unacked_ms: b.oldest_unacked_ms,
-            dead_lettered: b.dead_lettered,
-            deadline_expired: b.deadline_expired,
-        }
-    }
-}
-
-/// How long and how much an events-store channel keeps/// How long and how much an events-store channel keeps (the default: no limit).
+/// How long and how much an events-store channel keeps (the default: no limit).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Retention {
     /// Events older than this are dropped (ms; 0: no limit).
@@ -796,14 +766,12 @@ impl Home {
     /// Backlog of every channel homed here.
     pub fn channel_stats(&self) -> Vec<ChannelStats> {
         let mut v = Vec::with_capacity(self.channel_count());
-        self.visit_backlog(|key, b| v.push(ChannelStats::of(key, b)));
+        self.visit_backlog(|key, b| v.push(ChannelStats { key: key.clone(), backlog: *b }));
         v
     }
 
-    /// For /metrics: the first `cap` channels by (pattern, name) with their own
-    /// stats, and the rest summed per pattern under the name `_other` (the oldest
-    /// age is their maximum). Only the ones kept are copied, so a scrape of a shard
-    /// with many channels costs one pass over them, not a copy of each.
+    /// For /metrics: the first `cap` channels by key with their own stats, and the
+    /// rest summed per pattern under the name `_other`.
     pub fn channel_stats_capped(&self, cap: usize) -> (Vec<ChannelStats>, Vec<ChannelStats>) {
         if self.channel_count() <= cap {
             return (self.channel_stats(), Vec::new());
@@ -813,44 +781,38 @@ impl Home {
             Some((_, o)) => o.add(b),
             None => other.push((pattern, *b)),
         });
-        let other = other.into_iter().map(|(p, b)| ChannelStats::of(&ChannelKey::new(p, "_other"), &b)).collect();
+        let other =
+            other.into_iter().map(|(p, backlog)| ChannelStats { key: ChannelKey::new(p, "_other"), backlog }).collect();
         (own, other)
     }
 
-    /// A page of /api/channels: the first `limit` channels by (pattern, name) after
-    /// `after`, in that order.
-    pub fn channel_page(&self, limit: usize, after: Option<(Pattern, &str)>) -> Vec<ChannelStats> {
-        let mut page = self.first_channels(limit, after, |_, _| {});
-        page.sort_by(|a, b| (a.key.pattern, &*a.key.name).cmp(&(b.key.pattern, &*b.key.name)));
-        page
-    }
-
-    /// The first `cap` channels by (pattern, name) past `after`, in one pass: a
+    /// The first `cap` channels by key past `after` (in no order), in one pass: a
     /// max-heap keeps the smallest seen so far, and whatever it turns away (or
-    /// evicts) goes to `rest` at once. Only the ones kept are copied.
-    fn first_channels(
+    /// evicts) goes to `rest` at once. Only the ones kept are copied, so a scrape of a
+    /// shard with many channels costs one pass over them, not a copy of each.
+    pub fn first_channels(
         &self,
         cap: usize,
-        after: Option<(Pattern, &str)>,
+        after: Option<&ChannelKey>,
         mut rest: impl FnMut(Pattern, &Backlog),
     ) -> Vec<ChannelStats> {
         let mut kept: std::collections::BinaryHeap<Kept<'_>> = std::collections::BinaryHeap::with_capacity(cap + 1);
         self.visit_backlog(|key, b| {
-            if after.is_some_and(|a| (key.pattern, &*key.name) <= a) {
+            if after.is_some_and(|a| key <= a) {
                 return;
             }
             if kept.len() < cap {
-                kept.push(Kept { key, b: *b });
-            } else if kept.peek().is_some_and(|top| (key.pattern, &*key.name) < (top.key.pattern, &*top.key.name)) {
+                kept.push(Kept { key, backlog: *b });
+            } else if kept.peek().is_some_and(|top| key < top.key) {
                 if let Some(out) = kept.pop() {
-                    rest(out.key.pattern, &out.b);
+                    rest(out.key.pattern, &out.backlog);
                 }
-                kept.push(Kept { key, b: *b });
+                kept.push(Kept { key, backlog: *b });
             } else {
                 rest(key.pattern, b);
             }
         });
-        kept.into_iter().map(|k| ChannelStats::of(k.key, &k.b)).collect()
+        kept.into_iter().map(|k| ChannelStats { key: k.key.clone(), backlog: k.backlog }).collect()
     }
 
     /// Call `f` with the backlog of every channel homed here.

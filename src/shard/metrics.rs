@@ -2,6 +2,7 @@
 //! [`ShardSnapshot`] when the admin thread asks (at scrape time).
 
 use super::Shard;
+use crate::broker::address::ChannelKey;
 use crate::broker::home::ChannelStats;
 use crate::config::Pattern;
 use std::cell::Cell;
@@ -187,52 +188,61 @@ pub struct ShardSnapshot {
 pub struct AdminRequest {
     /// Where to send the snapshot.
     pub reply: std::sync::mpsc::SyncSender<ShardSnapshot>,
-    /// For /metrics: channels and sender links beyond this many (the first by name)
-    /// are summed or left out, and connections are not listed. None: everything, for
-    /// the JSON API.
-    pub cap: Option<usize>,
-    /// For a page of /api/channels: at most this many channels, the first by
-    /// (pattern, name) after the given one; nothing else is listed.
-    pub page: Option<(usize, Option<(Pattern, String)>)>,
+    /// What the snapshot lists.
+    pub scope: Scope,
+}
+
+/// What a snapshot lists besides the shard's counters.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// Every connection, link and channel (the JSON API).
+    All,
+    /// For /metrics: the first `cap` channels by key with the rest summed per pattern,
+    /// and the first `cap` sender links by (pattern, channel, name); no connections.
+    Metrics {
+        /// Channels and sender links with their own label sets.
+        cap: usize,
+    },
+    /// A page of /api/channels: the first `limit` channels by key after `after`;
+    /// nothing else.
+    ChannelPage {
+        /// At most this many channels.
+        limit: usize,
+        /// Where the last page ended.
+        after: Option<ChannelKey>,
+    },
 }
 
 fn copy<const N: usize>(c: &[Cell<u64>; N]) -> [u64; N] {
     std::array::from_fn(|i| c[i].get())
 }
 
-/// Copy a shard's numbers (see [`AdminRequest::cap`]).
-pub fn snapshot(shard: &Shard, cap: Option<usize>, page: Option<(usize, Option<(Pattern, String)>)>) -> ShardSnapshot {
+/// Copy a shard's numbers, and what `scope` lists.
+pub fn snapshot(shard: &Shard, scope: &Scope) -> ShardSnapshot {
     let c = &shard.counters;
     let home = shard.home.borrow();
     let reg = shard.registry.borrow();
     let dynamic_nodes = reg.connections.values().map(|c| c.dynamic_nodes).sum();
-    let (connections, links, (channels, channel_others)) = match (cap, page) {
-        (_, Some((limit, after))) => {
-            let after = after.as_ref().map(|(p, n)| (*p, n.as_str()));
-            (Vec::new(), Vec::new(), (home.channel_page(limit, after), Vec::new()))
-        }
-        (None, None) => (
+    let (connections, links, (channels, channel_others)) = match scope {
+        Scope::All => (
             reg.connections.values().cloned().collect(),
             reg.links.values().flatten().cloned().collect(),
             (home.channel_stats(), Vec::new()),
         ),
-        (Some(cap), None) => {
+        Scope::Metrics { cap } => {
             // The shard's first `cap` sender links by (pattern, channel, name): the
             // first `cap` of all shards are among them.
             let mut senders: Vec<&LinkInfo> = reg.links.values().flatten().filter(|l| l.role == "sender").collect();
-            if senders.len() > cap {
-                let by_name = |a: &&LinkInfo, b: &&LinkInfo| {
-                    (&a.pattern, &a.channel, &a.name).cmp(&(&b.pattern, &b.channel, &b.name))
-                };
-                match cap.checked_sub(1) {
-                    Some(i) => {
-                        senders.select_nth_unstable_by(i, by_name);
-                        senders.truncate(cap);
-                    }
-                    None => senders.clear(),
+            if senders.len() > *cap {
+                if let Some(last) = cap.checked_sub(1) {
+                    senders.select_nth_unstable_by_key(last, |l| (&l.pattern, &l.channel, &l.name));
                 }
+                senders.truncate(*cap);
             }
-            (Vec::new(), senders.into_iter().cloned().collect(), home.channel_stats_capped(cap))
+            (Vec::new(), senders.into_iter().cloned().collect(), home.channel_stats_capped(*cap))
+        }
+        Scope::ChannelPage { limit, after } => {
+            (Vec::new(), Vec::new(), (home.first_channels(*limit, after.as_ref(), |_, _| {}), Vec::new()))
         }
     };
     ShardSnapshot {

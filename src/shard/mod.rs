@@ -468,7 +468,7 @@ async fn shard_main(
         glommio::timer::sleep(Duration::from_millis(20)).await;
         shard.tick();
         while let Some(req) = global.admin[id as usize].pop() {
-            let snap = metrics::snapshot(&shard, req.cap, req.page);
+            let snap = metrics::snapshot(&shard, &req.scope);
             let _ = req.reply.send(snap);
         }
         if global.shutting_down.load(Ordering::SeqCst) {
@@ -493,7 +493,7 @@ async fn shard_main(
         }
         glommio::timer::sleep(Duration::from_millis(20)).await;
         while let Some(req) = global.admin[id as usize].pop() {
-            let _ = req.reply.send(metrics::snapshot(&shard, req.cap, req.page));
+            let _ = req.reply.send(metrics::snapshot(&shard, &req.scope));
         }
     }
     drop(tasks);
