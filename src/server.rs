@@ -33,11 +33,42 @@ pub fn global(settings: Settings) -> std::io::Result<Arc<Global>> {
     }))
 }
 
+/// Raise the soft limit on open files to the hard limit, as most servers (and Go's
+/// runtime) do: every connection is a descriptor, and the usual soft default of 1,024
+/// would stop the broker far below its MaxConnections. Returns the limit in force
+/// (None when it cannot be read).
+#[allow(unsafe_code)]
+pub fn raise_open_files_limit() -> Option<u64> {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return None;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let raised = libc::rlimit { rlim_cur: lim.rlim_max, rlim_max: lim.rlim_max };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &raised) == 0 {
+                lim = raised;
+            }
+        }
+    }
+    Some(lim.rlim_cur)
+}
+
 /// Run the broker until `global.shutting_down` is set and every shard has closed its
 /// connections.
 pub fn serve(global: Arc<Global>) -> std::io::Result<()> {
     if !global.settings.enable {
         tracing::warn!("CONNECTORS_AMQP10_ENABLE=false: no AMQP listener; serving admin endpoints only");
+    }
+    let open_files = raise_open_files_limit();
+    // Each connection is a descriptor; the store, listeners and admin need some more.
+    if let Some(limit) = open_files.filter(|&l| l < u64::from(global.settings.max_connections) + 256) {
+        tracing::warn!(
+            open_files_limit = limit,
+            max_connections = global.settings.max_connections,
+            "the open-files limit is below MaxConnections + 256: raise the hard limit (LimitNOFILE, ulimit -Hn)"
+        );
     }
     // The admin endpoint comes first: /healthz answers 503 during recovery.
     let _admin = crate::admin::start(global.clone())?;
@@ -51,6 +82,7 @@ pub fn serve(global: Arc<Global>) -> std::io::Result<()> {
         shards = global.settings.shards,
         amqp = %format!("{}:{}", global.settings.host, global.settings.port),
         admin = %global.settings.admin_addr,
+        open_files_limit = open_files.unwrap_or(0),
         "sluice starting"
     );
     if global.settings.enable {

@@ -11,15 +11,18 @@ use crate::shard::Global;
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+pub mod http;
+use http::{Request, Response};
 
 /// A series no scrape wrote for this long is dropped (see [`start`]).
 const SERIES_IDLE_SECONDS: u64 = 5;
 
 /// Start the admin thread. Fails if the address cannot be bound.
 pub fn start(global: Arc<Global>) -> std::io::Result<std::thread::JoinHandle<()>> {
-    let server = tiny_http::Server::http(global.settings.admin_addr.as_str())
+    let listener = std::net::TcpListener::bind(global.settings.admin_addr.as_str())
         .map_err(|e| std::io::Error::other(format!("admin address {}: {e}", global.settings.admin_addr)))?;
     // Every family is written from the shards' snapshots just before it is rendered,
     // so a series not written for a while belongs to a channel or link that is gone:
@@ -29,107 +32,108 @@ pub fn start(global: Arc<Global>) -> std::io::Result<std::thread::JoinHandle<()>
         .build_recorder();
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).map_err(|e| std::io::Error::other(e.to_string()))?;
-    std::thread::Builder::new().name("sluice-admin".into()).spawn(move || serve(server, global, handle))
+    // One snapshot at a time: the shards walk their channels once per request, and
+    // /metrics writes the families it renders. /healthz never waits for it.
+    let busy = Mutex::new(());
+    std::thread::Builder::new().name("sluice-admin".into()).spawn(move || {
+        http::serve(listener, move |req| {
+            if req.path == "/healthz" {
+                return healthz(&global);
+            }
+            let _one = busy.lock().unwrap_or_else(|p| p.into_inner());
+            route(&global, &handle, req)
+        })
+    })
 }
 
-fn serve(server: tiny_http::Server, global: Arc<Global>, handle: PrometheusHandle) {
-    for req in server.incoming_requests() {
-        let (path, query) = match req.url().split_once('?') {
-            Some((p, q)) => (p.to_owned(), q.to_owned()),
-            None => (req.url().to_owned(), String::new()),
-        };
-        let (status, ctype, body) = match (req.method(), path.as_str()) {
-            (tiny_http::Method::Get, "/healthz") => {
-                if global.ready.load(Ordering::SeqCst) >= global.settings.shards
-                    && !global.shutting_down.load(Ordering::SeqCst)
-                {
-                    (200, "application/json", r#"{"status":"ok"}"#.to_owned())
-                } else {
-                    (503, "application/json", r#"{"status":"not ready"}"#.to_owned())
-                }
-            }
-            (tiny_http::Method::Get, "/metrics") => {
-                let snaps = collect(&global, Scope::Metrics { cap: global.settings.metrics_channel_cap as usize });
-                publish(&snaps);
-                publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
-                publish_store(&snaps, &global);
-                for (mechanism, ok, failed) in crate::auth::stats().snapshot() {
-                    counter!("sluice_auth_total", "mechanism" => mechanism, "outcome" => "success").absolute(ok);
-                    counter!("sluice_auth_total", "mechanism" => mechanism, "outcome" => "failure").absolute(failed);
-                }
-                (200, "text/plain; version=0.0.4", handle.render())
-            }
-            (tiny_http::Method::Get, "/api/amqp10/connections") => {
-                let conns: Vec<_> = collect(&global, Scope::All).into_iter().flat_map(|s| s.connections).collect();
-                let total = conns.len();
-                (200, "application/json", serde_json::json!({ "connections": conns, "total": total }).to_string())
-            }
-            (tiny_http::Method::Get, "/api/amqp10/links") => {
-                let links: Vec<_> = collect(&global, Scope::All).into_iter().flat_map(|s| s.links).collect();
-                let total = links.len();
-                (200, "application/json", serde_json::json!({ "links": links, "total": total }).to_string())
-            }
-            (tiny_http::Method::Get, "/api/channels") => match channel_page(&query) {
-                Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
-                Ok(scope) => {
-                    let limit = match &scope {
-                        Scope::ChannelPage { limit, .. } => Some(*limit),
-                        _ => None,
-                    };
-                    let snaps = collect(&global, scope);
-                    // Each shard sent its first `limit`: the first `limit` of all are among them.
-                    let more_on_a_shard = limit.is_some_and(|l| snaps.iter().any(|s| s.channels.len() >= l));
-                    let mut all: Vec<_> = snaps
-                        .into_iter()
-                        .flat_map(|s| {
-                            let shard = s.shard;
-                            s.channels.into_iter().map(move |c| (shard, c))
-                        })
-                        .collect();
-                    let mut next = None;
-                    if let Some(limit) = limit {
-                        all.sort_by(|a, b| a.1.key.cmp(&b.1.key));
-                        if all.len() > limit || more_on_a_shard {
-                            all.truncate(limit);
-                            next = all.last().map(|(_, c)| format!("{}/{}", c.key.pattern.as_str(), c.key.name));
-                        }
-                    }
-                    let channels: Vec<_> = all
-                        .into_iter()
-                        .map(|(shard, c)| {
-                            serde_json::json!({
-                                "pattern": c.key.pattern.as_str(),
-                                "channel": &*c.key.name,
-                                "shard": shard,
-                                "undelivered": c.backlog.undelivered,
-                                "outstanding": c.backlog.outstanding,
-                                "consumers": c.backlog.consumers,
-                                "published_messages": c.backlog.published,
-                                "published_bytes": c.backlog.published_bytes,
-                                "delivered_messages": c.backlog.delivered,
-                                "oldest_unacked_age_seconds": c.backlog.oldest_unacked_ms as f64 / 1000.0,
-                                "dead_lettered": c.backlog.dead_lettered,
-                                "ack_deadline_expired": c.backlog.deadline_expired,
-                            })
-                        })
-                        .collect();
-                    let total = channels.len();
-                    let body = match limit {
-                        Some(_) => serde_json::json!({ "channels": channels, "total": total, "next": next }),
-                        None => serde_json::json!({ "channels": channels, "total": total }),
-                    };
-                    (200, "application/json", body.to_string())
-                }
-            },
-            _ => (404, "application/json", r#"{"error":"not found"}"#.to_owned()),
-        };
-        let header = tiny_http::Header::from_bytes(&b"Content-Type"[..], ctype.as_bytes()).ok();
-        let mut resp = tiny_http::Response::from_string(body).with_status_code(status);
-        if let Some(h) = header {
-            resp = resp.with_header(h);
-        }
-        let _ = req.respond(resp);
+fn healthz(global: &Global) -> Response {
+    if global.ready.load(Ordering::SeqCst) >= global.settings.shards && !global.shutting_down.load(Ordering::SeqCst) {
+        Response::json(200, r#"{"status":"ok"}"#.to_owned())
+    } else {
+        Response::json(503, r#"{"status":"not ready"}"#.to_owned())
     }
+}
+
+/// Answer one request (every path but /healthz).
+fn route(global: &Global, handle: &PrometheusHandle, req: &Request) -> Response {
+    let query = req.query.as_str();
+    let (status, ctype, body) = match req.path.as_str() {
+        "/metrics" => {
+            let snaps = collect(global, Scope::Metrics { cap: global.settings.metrics_channel_cap as usize });
+            publish(&snaps);
+            publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
+            publish_store(&snaps, global);
+            for (mechanism, ok, failed) in crate::auth::stats().snapshot() {
+                counter!("sluice_auth_total", "mechanism" => mechanism, "outcome" => "success").absolute(ok);
+                counter!("sluice_auth_total", "mechanism" => mechanism, "outcome" => "failure").absolute(failed);
+            }
+            (200, "text/plain; version=0.0.4", handle.render())
+        }
+        "/api/amqp10/connections" => {
+            let conns: Vec<_> = collect(global, Scope::All).into_iter().flat_map(|s| s.connections).collect();
+            let total = conns.len();
+            (200, "application/json", serde_json::json!({ "connections": conns, "total": total }).to_string())
+        }
+        "/api/amqp10/links" => {
+            let links: Vec<_> = collect(global, Scope::All).into_iter().flat_map(|s| s.links).collect();
+            let total = links.len();
+            (200, "application/json", serde_json::json!({ "links": links, "total": total }).to_string())
+        }
+        "/api/channels" => match channel_page(query) {
+            Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
+            Ok(scope) => {
+                let limit = match &scope {
+                    Scope::ChannelPage { limit, .. } => Some(*limit),
+                    _ => None,
+                };
+                let snaps = collect(global, scope);
+                // Each shard sent its first `limit`: the first `limit` of all are among them.
+                let more_on_a_shard = limit.is_some_and(|l| snaps.iter().any(|s| s.channels.len() >= l));
+                let mut all: Vec<_> = snaps
+                    .into_iter()
+                    .flat_map(|s| {
+                        let shard = s.shard;
+                        s.channels.into_iter().map(move |c| (shard, c))
+                    })
+                    .collect();
+                let mut next = None;
+                if let Some(limit) = limit {
+                    all.sort_by(|a, b| a.1.key.cmp(&b.1.key));
+                    if all.len() > limit || more_on_a_shard {
+                        all.truncate(limit);
+                        next = all.last().map(|(_, c)| format!("{}/{}", c.key.pattern.as_str(), c.key.name));
+                    }
+                }
+                let channels: Vec<_> = all
+                    .into_iter()
+                    .map(|(shard, c)| {
+                        serde_json::json!({
+                            "pattern": c.key.pattern.as_str(),
+                            "channel": &*c.key.name,
+                            "shard": shard,
+                            "undelivered": c.backlog.undelivered,
+                            "outstanding": c.backlog.outstanding,
+                            "consumers": c.backlog.consumers,
+                            "published_messages": c.backlog.published,
+                            "published_bytes": c.backlog.published_bytes,
+                            "delivered_messages": c.backlog.delivered,
+                            "oldest_unacked_age_seconds": c.backlog.oldest_unacked_ms as f64 / 1000.0,
+                            "dead_lettered": c.backlog.dead_lettered,
+                            "ack_deadline_expired": c.backlog.deadline_expired,
+                        })
+                    })
+                    .collect();
+                let total = channels.len();
+                let body = match limit {
+                    Some(_) => serde_json::json!({ "channels": channels, "total": total, "next": next }),
+                    None => serde_json::json!({ "channels": channels, "total": total }),
+                };
+                (200, "application/json", body.to_string())
+            }
+        },
+        _ => (404, "application/json", r#"{"error":"not found"}"#.to_owned()),
+    };
+    Response { status, content_type: ctype, body }
 }
 
 /// Ask every shard for a snapshot of `scope` (each answers within its 20 ms control

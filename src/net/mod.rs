@@ -99,23 +99,56 @@ fn claim(shard: &Shard, i: usize) -> usize {
     i
 }
 
-async fn next(listener: &TcpListener) -> AcceptedTcpStream {
+async fn next(listener: &TcpListener, failures: &mut FailureLog) -> AcceptedTcpStream {
     loop {
         match listener.shared_accept().await {
-            Ok(s) => return s,
+            Ok(s) => {
+                failures.ok();
+                return s;
+            }
             Err(e) => {
-                tracing::warn!(error = %e, "accept failed");
+                failures.failed(&e, "AMQP listener: accept failed; retrying");
                 glommio::timer::sleep(Duration::from_millis(10)).await;
             }
         }
     }
 }
 
+/// A run of failures (accepts out of file descriptors, say) logged once every
+/// [`FailureLog::EVERY`] with the count left out since, not once per retry.
+#[derive(Debug, Default)]
+pub(crate) struct FailureLog {
+    run: Option<(std::time::Instant, u64)>,
+}
+
+impl FailureLog {
+    /// The longest a run of failures goes unlogged.
+    pub(crate) const EVERY: Duration = Duration::from_secs(10);
+
+    /// One more failure: logged at warn if it starts a run or the last log is old.
+    pub(crate) fn failed(&mut self, e: &dyn std::fmt::Display, what: &str) {
+        match &mut self.run {
+            Some((at, n)) if at.elapsed() < Self::EVERY => *n += 1,
+            _ => {
+                let not_logged = self.run.map_or(0, |(_, n)| n);
+                tracing::warn!(error = %e, not_logged, "{what}");
+                self.run = Some((std::time::Instant::now(), 0));
+            }
+        }
+    }
+
+    /// A success ends the run.
+    pub(crate) fn ok(&mut self) {
+        self.run = None;
+    }
+}
+
 /// Accept connections (plain, or TLS when `tls`) for the life of the shard and hand
 /// each to the shard that serves it ([`place`]).
 pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
+    let mut failures = FailureLog::default();
     loop {
-        let accepted = next(&listener).await;
+        let accepted = next(&listener, &mut failures).await;
         let over_limit = admit(&shard);
         // Over MaxConnections it is only told so, where it landed.
         let target = if over_limit { claim(&shard, shard.id as usize) } else { place(&shard) };

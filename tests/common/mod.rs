@@ -40,9 +40,18 @@ impl Broker {
     /// at once because another test's process took one of its ports in the meantime
     /// is started again on other ports.
     pub fn try_start(env: &[(&str, &str)]) -> Option<Broker> {
+        Self::try_start_with(env, None)
+    }
+
+    /// Start with the open-files limit (soft, hard) set for the broker process.
+    pub fn start_with_open_files(env: &[(&str, &str)], soft: u64, hard: u64) -> Broker {
+        Self::try_start_with(env, Some((soft, hard))).expect("broker did not become ready")
+    }
+
+    fn try_start_with(env: &[(&str, &str)], open_files: Option<(u64, u64)>) -> Option<Broker> {
         for _ in 0..4 {
             let started = Instant::now();
-            match Self::try_start_once(env) {
+            match Self::try_start_once(env, open_files) {
                 Ok(b) => return Some(b),
                 Err(exited) if exited && started.elapsed() < Duration::from_secs(5) => continue,
                 Err(_) => return None,
@@ -52,7 +61,7 @@ impl Broker {
     }
 
     /// Err(true): the broker exited; Err(false): it did not become ready in time.
-    fn try_start_once(env: &[(&str, &str)]) -> Result<Broker, bool> {
+    fn try_start_once(env: &[(&str, &str)], open_files: Option<(u64, u64)>) -> Result<Broker, bool> {
         let port = free_port();
         let admin = free_port();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
@@ -68,6 +77,21 @@ impl Broker {
         }
         for (k, v) in env {
             cmd.env(k, v);
+        }
+        if let Some((soft, hard)) = open_files {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: setrlimit is async-signal-safe and touches only this struct.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(move || {
+                    let lim = libc::rlimit { rlim_cur: soft, rlim_max: hard };
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
         }
         let child = cmd.spawn().expect("spawn sluice");
         let mut b = Broker { child, port, admin };

@@ -1,0 +1,349 @@
+//! The admin endpoint's HTTP/1.1 server: plain threads and blocking sockets, sized for
+//! a few scrapers and operators, hardened so that no client can stop it answering the
+//! others (`/healthz` above all, which an orchestrator may restart the broker on).
+//!
+//! * Each connection has its own thread, so a client that sends requests and does not
+//!   read the answers (or reads them slowly) holds only its own thread: its socket
+//!   writes time out after [`IO_TIMEOUT`] and it is dropped.
+//! * A request must arrive whole within [`IO_TIMEOUT`] of the previous one (or of the
+//!   connection), else the connection is closed (`408` when part of one came).
+//! * At most [`MAX_CONNECTIONS`] connections at a time; one more is answered `503` and
+//!   closed at once, without a thread.
+//! * Request heads are capped at [`MAX_HEAD`] bytes (`431`), bodies at [`MAX_BODY`]
+//!   (`413`; a GET has none, and a chunked one is refused with `411`), malformed
+//!   requests get `400`, methods other than GET and HEAD `405`.
+//! * Accept errors (out of file descriptors, say) are logged at most once every
+//!   [`FailureLog::EVERY`] and retried after a short pause: the endpoint comes back
+//!   as soon as descriptors are free again.
+//! * Keep-alive (HTTP/1.1 by default, 1.0 on `Connection: keep-alive`) and pipelined
+//!   requests are served in order.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use crate::net::FailureLog;
+
+/// Read and write timeout of every admin connection.
+pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Admin connections served at once.
+pub const MAX_CONNECTIONS: usize = 128;
+/// Largest request head (request line and headers).
+pub const MAX_HEAD: usize = 8 * 1024;
+/// Largest request body read (and ignored).
+pub const MAX_BODY: usize = 64 * 1024;
+/// Pause after a failed accept.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+
+/// One parsed request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// `GET` or `HEAD` (others are answered before a handler sees them).
+    pub head_only: bool,
+    /// The path, before any `?`.
+    pub path: String,
+    /// What follows the `?` (empty when none).
+    pub query: String,
+}
+
+/// A handler's answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Response {
+    /// HTTP status code.
+    pub status: u16,
+    /// Content-Type.
+    pub content_type: &'static str,
+    /// Body.
+    pub body: String,
+}
+
+impl Response {
+    /// A JSON answer.
+    pub fn json(status: u16, body: String) -> Self {
+        Response { status, content_type: "application/json", body }
+    }
+}
+
+/// Serve `listener` for ever on this thread, answering each request with `handler`
+/// (called from the connection threads, possibly at the same time).
+pub fn serve<H>(listener: TcpListener, handler: H)
+where
+    H: Fn(&Request) -> Response + Send + Sync + 'static,
+{
+    let handler = Arc::new(handler);
+    let active = Arc::new(AtomicUsize::new(0));
+    let mut failures = FailureLog::default();
+    loop {
+        let stream = match listener.accept() {
+            Ok((s, _)) => s,
+            Err(e) => {
+                // EMFILE, ENFILE, ENOBUFS, ECONNABORTED...: none of them ends the endpoint.
+                failures.failed(&e, "admin endpoint: accept failed; retrying");
+                std::thread::sleep(ACCEPT_BACKOFF);
+                continue;
+            }
+        };
+        failures.ok();
+        if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
+            refuse(stream);
+            continue;
+        }
+        active.fetch_add(1, Ordering::SeqCst);
+        let (h, a) = (handler.clone(), active.clone());
+        let spawned =
+            std::thread::Builder::new().name("sluice-admin-conn".into()).stack_size(512 * 1024).spawn(move || {
+                connection(stream, &*h);
+                a.fetch_sub(1, Ordering::SeqCst);
+            });
+        if let Err(e) = spawned {
+            // The closure (and the stream in it) is dropped: the client sees a close.
+            active.fetch_sub(1, Ordering::SeqCst);
+            tracing::warn!(error = %e, "admin endpoint: no thread for a connection; closed it");
+        }
+    }
+}
+
+/// One connection over the limit: told so without blocking, then closed.
+fn refuse(stream: TcpStream) {
+    let _ = stream.set_nonblocking(true);
+    let body = r#"{"error":"too many admin connections"}"#;
+    let mut out = head(503, "application/json", body.len(), false);
+    out.extend_from_slice(body.as_bytes());
+    let mut s = stream;
+    let _ = s.write_all(&out);
+}
+
+fn head(status: u16, content_type: &str, len: usize, keep_alive: bool) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nContent-Length: {len}\r\nConnection: {}\r\n\r\n",
+        reason(status),
+        if keep_alive { "keep-alive" } else { "close" }
+    )
+    .into_bytes()
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        400 => "Bad Request",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Payload Too Large",
+        431 => "Request Header Fields Too Large",
+        503 => "Service Unavailable",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+/// What reading the next request gave.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// A request; `keep_alive` says whether another may follow.
+    Request { req: Request, keep_alive: bool },
+    /// The client closed, or stayed silent past the timeout, between requests.
+    Gone,
+    /// Something to answer with this status, then close.
+    Refuse(u16, &'static str),
+}
+
+/// Serve requests on `stream` until it closes, fails or times out.
+fn connection(mut stream: TcpStream, handler: &dyn Fn(&Request) -> Response) {
+    if stream.set_read_timeout(Some(IO_TIMEOUT)).is_err() || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err() {
+        return;
+    }
+    let _ = stream.set_nodelay(true);
+    // Bytes received and not yet parsed (pipelined requests wait here).
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    loop {
+        let (status, content_type, body, head_only, keep_alive) = match read_request(&mut stream, &mut buf) {
+            Next::Gone => return,
+            Next::Refuse(status, why) => {
+                (status, "application/json", serde_json::json!({ "error": why }).to_string(), false, false)
+            }
+            Next::Request { req, keep_alive } => {
+                let r = handler(&req);
+                (r.status, r.content_type, r.body, req.head_only, keep_alive)
+            }
+        };
+        let mut out = head(status, content_type, body.len(), keep_alive);
+        let sent = if head_only {
+            write_all(&mut stream, &out)
+        } else if body.len() <= 64 * 1024 {
+            out.extend_from_slice(body.as_bytes());
+            write_all(&mut stream, &out)
+        } else {
+            write_all(&mut stream, &out).and_then(|()| write_all(&mut stream, body.as_bytes()))
+        };
+        // A write that timed out (the client is not reading) or failed ends it.
+        if sent.is_err() || !keep_alive {
+            return;
+        }
+    }
+}
+
+/// `Write::write_all` that gives up when the peer takes nothing for [`IO_TIMEOUT`]. A
+/// send that times out after part of its bytes were taken returns that part, and
+/// `write_all` would then wait another full timeout: a call that waited the timeout
+/// out counts as stalled even when it took some bytes.
+fn write_all(stream: &mut TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+    while !buf.is_empty() {
+        let started = Instant::now();
+        let n = stream.write(buf)?;
+        if n == 0 || (n < buf.len() && started.elapsed() >= IO_TIMEOUT) {
+            return Err(ErrorKind::TimedOut.into());
+        }
+        buf = &buf[n..];
+    }
+    Ok(())
+}
+
+/// Read (into `buf`, which may already hold pipelined bytes) and parse one request.
+fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Next {
+    let end = loop {
+        if let Some(i) = find_end(buf) {
+            break i;
+        }
+        if buf.len() >= MAX_HEAD {
+            return Next::Refuse(431, "request head too large");
+        }
+        match read_some(stream, buf, MAX_HEAD - buf.len()) {
+            Ok(0) if buf.is_empty() => return Next::Gone,
+            Ok(0) => return Next::Refuse(400, "connection closed inside a request"),
+            Ok(_) => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return if buf.is_empty() { Next::Gone } else { Next::Refuse(408, "request not received in time") };
+            }
+            Err(_) => return Next::Gone,
+        }
+    };
+    let parsed = parse_head(&buf[..end]);
+    buf.drain(..end + 4);
+    let (req, keep_alive, body_len) = match parsed {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    // A body is read and ignored, so the next pipelined request starts where it should.
+    let mut left = body_len;
+    let have = left.min(buf.len());
+    buf.drain(..have);
+    left -= have;
+    while left > 0 {
+        let mut sink = [0u8; 4096];
+        let want = left.min(sink.len());
+        match stream.read(&mut sink[..want]) {
+            Ok(0) | Err(_) => return Next::Refuse(400, "request body not received"),
+            Ok(n) => left -= n,
+        }
+    }
+    Next::Request { req, keep_alive }
+}
+
+fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>, room: usize) -> std::io::Result<usize> {
+    let mut chunk = [0u8; 2048];
+    let want = room.min(chunk.len());
+    let n = stream.read(&mut chunk[..want])?;
+    buf.extend_from_slice(&chunk[..n]);
+    Ok(n)
+}
+
+/// Where the head ends (the index of its `\r\n\r\n`).
+fn find_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4).position(|w| w == b"\r\n\r\n")
+}
+
+/// The request line and headers: the request, whether the connection stays open, and
+/// the length of the body that follows.
+fn parse_head(head: &[u8]) -> Result<(Request, bool, usize), Next> {
+    let bad = |why| Next::Refuse(400, why);
+    let text = std::str::from_utf8(head).map_err(|_| bad("request head is not UTF-8"))?;
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or_default();
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad("malformed request line"));
+    };
+    let http10 = match version {
+        "HTTP/1.1" => false,
+        "HTTP/1.0" => true,
+        v if v.starts_with("HTTP/") => return Err(Next::Refuse(505, "only HTTP/1.0 and HTTP/1.1 are served")),
+        _ => return Err(bad("malformed request line")),
+    };
+    if !target.starts_with('/') {
+        return Err(bad("the request target must be a path"));
+    }
+    let mut keep_alive = !http10;
+    let mut body_len = 0usize;
+    for h in lines {
+        let (name, value) = h.split_once(':').ok_or_else(|| bad("malformed header"))?;
+        let value = value.trim();
+        if name.eq_ignore_ascii_case("content-length") {
+            body_len = value.parse().map_err(|_| bad("bad Content-Length"))?;
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            return Err(Next::Refuse(411, "a request body must have a Content-Length"));
+        } else if name.eq_ignore_ascii_case("connection") {
+            if value.eq_ignore_ascii_case("close") {
+                keep_alive = false;
+            } else if value.eq_ignore_ascii_case("keep-alive") {
+                keep_alive = true;
+            }
+        }
+    }
+    if body_len > MAX_BODY {
+        return Err(Next::Refuse(413, "request body too large"));
+    }
+    let head_only = match method {
+        "GET" => false,
+        "HEAD" => true,
+        _ => return Err(Next::Refuse(405, "only GET and HEAD are served")),
+    };
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    Ok((Request { head_only, path: path.to_owned(), query: query.to_owned() }, keep_alive, body_len))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parsed(head: &str) -> Result<(Request, bool, usize), Next> {
+        parse_head(head.as_bytes())
+    }
+
+    #[test]
+    fn request_heads_are_parsed_or_refused_with_the_right_status() {
+        let (r, ka, n) = parsed("GET /api/channels?limit=2 HTTP/1.1\r\nHost: x").unwrap();
+        assert_eq!(
+            (r.path.as_str(), r.query.as_str(), r.head_only, ka, n),
+            ("/api/channels", "limit=2", false, true, 0)
+        );
+        let (r, ka, _) = parsed("HEAD /metrics HTTP/1.0\r\nConnection: Keep-Alive").unwrap();
+        assert!(r.head_only && ka);
+        assert!(!parsed("GET / HTTP/1.0").unwrap().1, "1.0 closes by default");
+        assert!(!parsed("GET / HTTP/1.1\r\nconnection: close").unwrap().1);
+        assert_eq!(parsed("GET / HTTP/1.1\r\nContent-Length: 12").unwrap().2, 12);
+        let status = |h: &str| match parsed(h) {
+            Err(Next::Refuse(s, _)) => s,
+            other => panic!("{h:?}: {other:?}"),
+        };
+        assert_eq!(status("POST / HTTP/1.1"), 405);
+        assert_eq!(status("GET / HTTP/2.0"), 505);
+        assert_eq!(status("GET /  HTTP/1.1"), 400);
+        assert_eq!(status("GET http://x/ HTTP/1.1"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nno colon"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nContent-Length: -1"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nContent-Length: 65537"), 413);
+        assert_eq!(status("GET / HTTP/1.1\r\nTransfer-Encoding: chunked"), 411);
+        assert_eq!(
+            match parse_head(b"GET /\xff HTTP/1.1") {
+                Err(Next::Refuse(s, _)) => s,
+                _ => 0,
+            },
+            400
+        );
+    }
+}
