@@ -13,8 +13,10 @@ use std::io::{ErrorKind, Read, Write};
 use std::net::TcpStream;
 use std::time::{Duration, Instant};
 
-/// Connections the endpoint serves at once (src/admin/http.rs MAX_CONNECTIONS).
+/// Connections the endpoint serves at once, in all and from one address
+/// (src/admin/http.rs MAX_CONNECTIONS, MAX_PER_ADDRESS).
 const MAX_CONNECTIONS: usize = 128;
+const MAX_PER_ADDRESS: usize = 32;
 
 /// Poll `f` until it holds or `limit` passes (a liveness bound, not a timing claim).
 fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
@@ -31,9 +33,25 @@ fn eventually(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
 }
 
 fn admin(b: &Broker) -> TcpStream {
-    let s = TcpStream::connect(("127.0.0.1", b.admin)).unwrap();
+    admin_from(b, 1)
+}
+
+/// A connection to the admin port from 127.0.0.<host> (loopback takes them all).
+fn admin_from(b: &Broker, host: u8) -> TcpStream {
+    let sock = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    sock.bind(&std::net::SocketAddr::from(([127, 0, 0, host], 0)).into()).unwrap();
+    sock.connect(&std::net::SocketAddr::from(([127, 0, 0, 1], b.admin)).into()).unwrap();
+    let s: TcpStream = sock.into();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     s
+}
+
+/// GET /healthz from 127.0.0.<host>: the status.
+fn healthz_from(b: &Broker, host: u8) -> Option<u16> {
+    let mut s = admin_from(b, host);
+    s.write_all(b"GET /healthz HTTP/1.1\r\nConnection: close\r\n\r\n").ok()?;
+    let (got, _) = read_until_closed(&mut s);
+    String::from_utf8_lossy(&got).split(' ').nth(1)?.parse().ok()
 }
 
 /// Everything the endpoint sends on `s` until it closes the connection (EOF or reset)
@@ -108,17 +126,53 @@ fn a_request_that_never_completes_is_answered_408_and_closed() {
 }
 
 #[test]
-fn admin_connections_past_the_limit_are_refused_at_once_and_the_endpoint_recovers() {
+fn admin_connections_past_the_limits_are_refused_at_once_and_the_endpoint_recovers() {
     let b = Broker::start(&[]);
-    let idle: Vec<TcpStream> = (0..MAX_CONNECTIONS).map(|_| admin(&b)).collect();
-    // Each idle connection holds one of the endpoint's threads (until its 10 s read
-    // timeout); one more is told so at once instead of waiting for a thread.
-    let mut extra = admin(&b);
-    let (got, closed) = read_until_closed(&mut extra);
-    let text = String::from_utf8_lossy(&got);
-    assert!(closed && text.starts_with("HTTP/1.1 503 ") && text.contains("too many admin connections"), "{text}");
+    // Each idle connection holds one of the endpoint's threads (until its request
+    // deadline); past the limit for one address, that address is told so at once
+    // instead of waiting for a thread, and the others are still served.
+    let mut idle: Vec<TcpStream> = (0..MAX_PER_ADDRESS).map(|_| admin_from(&b, 2)).collect();
+    let refused = |host: u8| {
+        let mut extra = admin_from(&b, host);
+        let (got, closed) = read_until_closed(&mut extra);
+        let text = String::from_utf8_lossy(&got).into_owned();
+        assert!(closed && text.starts_with("HTTP/1.1 503 "), "{text}");
+        text
+    };
+    assert!(refused(2).contains("too many admin connections from this address"));
+    assert_eq!(healthz_from(&b, 3), Some(200), "another address is served");
+    // Past the limit for all addresses together, everyone is told so.
+    for host in 4..(3 + (MAX_CONNECTIONS / MAX_PER_ADDRESS) as u8) {
+        idle.extend((0..MAX_PER_ADDRESS).map(|_| admin_from(&b, host)));
+    }
+    assert_eq!(idle.len(), MAX_CONNECTIONS);
+    assert!(eventually(Duration::from_secs(5), || refused(9).contains(r#""too many admin connections""#)));
     drop(idle);
     assert!(eventually(Duration::from_secs(5), || scrape_ok(&b)), "served again once the idle ones closed");
+}
+
+/// A request trickled in a byte at a time is cut off at its deadline (10 s from the
+/// start of the wait), not kept alive by each byte: before, every byte restarted a
+/// 10 s read timeout, so one byte every 9 s held a thread for about a day, and 128 such
+/// connections would have shut /healthz out.
+#[test]
+fn a_request_trickled_in_a_byte_at_a_time_is_cut_off_at_its_deadline() {
+    let b = Broker::start(&[]);
+    let mut slow = admin(&b);
+    let mut w = slow.try_clone().unwrap();
+    let started = Instant::now();
+    let trickle = std::thread::spawn(move || {
+        for byte in b"GET /metrics HTTP/1.1\r\nX-Slow: ".iter().cycle().take(120) {
+            if w.write_all(&[*byte]).is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    });
+    let (got, closed) = read_until_closed(&mut slow);
+    let text = String::from_utf8_lossy(&got);
+    assert!(closed && text.starts_with("HTTP/1.1 408 "), "closed {closed} after {:?}: {text}", started.elapsed());
+    trickle.join().unwrap();
 }
 
 #[test]

@@ -1434,3 +1434,58 @@ fn a_subscriber_that_keeps_up_loses_nothing_to_single_event_batches() {
     let dropped = b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap_or(0.0);
     assert_eq!((got, dropped), (N, 0.0), "events received, and dropped at the window");
 }
+
+/// A queue consumer receiving pre-settled that stops reading holds only its window
+/// (MaxUnsettledPerLink deliveries not yet written out by its connection): the rest
+/// stays in the queue, where the queue's limits and backlog see it, and when the
+/// consumer goes, what its connection had not written goes back to the queue. Every
+/// message is either counted as sent to it or delivered to the next consumer. Before,
+/// the queue handed such a consumer everything its credit allowed: the connection held
+/// it in memory behind the shut session window, the queue looked empty, and whatever
+/// was held when the connection ended was gone without a count.
+#[test]
+fn a_presettled_queue_consumer_that_stops_reading_holds_its_window_and_loses_nothing() {
+    const N: u32 = 10_000;
+    let b = Broker::start(&[]);
+    let addr = "queues/ps-stall";
+    let (mut p, s) = presettled_publisher(&b, addr);
+    publish_indexed(&mut p, s, 0, N);
+    let l = "{pattern=\"queues\",channel=\"ps-stall\"}";
+    let undelivered = format!("sluice_channel_undelivered_messages{l}");
+    assert_eq!(metric_when(&b, &mut p, &undelivered, |v| v == Some(f64::from(N))), Some(f64::from(N)));
+    // Huge credit, then no reading at all: its session window (2,048 transfers) shuts.
+    let mut stalled = Client::connect(b.addr(), "stalled").unwrap();
+    let ch = stalled.begin().unwrap();
+    let opts = LinkOptions { presettled: true, ..Default::default() };
+    let r = stalled.attach_receiver(ch, "r", Some(addr), &opts).unwrap();
+    stalled.engine().grant_credit(r, 1_000_000, false).unwrap();
+    stalled.flush().unwrap();
+    // Wait for the broker to stop handing it messages.
+    let out = "kubemq_amqp10_transfers_total{direction=\"out\",pattern=\"queues\"}";
+    let mut last = (-1.0, Instant::now());
+    while last.1.elapsed() < Duration::from_secs(1) {
+        let v = b.metric(out).unwrap_or(0.0);
+        if v != last.0 {
+            last = (v, Instant::now());
+        }
+        p.pump(Duration::from_millis(100)).unwrap();
+    }
+    let sent_to_stalled = last.0 as u32;
+    let left = b.metric(&undelivered).unwrap_or(0.0) as u32;
+    assert!(sent_to_stalled > 0 && sent_to_stalled < N / 2, "sent to the stalled consumer: {sent_to_stalled}");
+    assert!(left >= N - sent_to_stalled - 1024, "undelivered {left} of {N} with {sent_to_stalled} written out");
+    eprintln!("sent to the stalled consumer {sent_to_stalled}, left in the queue {left}");
+    drop(stalled);
+    // The next consumer gets everything the stalled one was not sent.
+    let mut c = Client::connect(b.addr(), "next").unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "r", Some(addr), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, N, false).unwrap();
+    let got = drain_queue(&mut c, r, Duration::from_secs(2));
+    let mut ids: Vec<u32> = got.iter().map(|b| u32::from_be_bytes(b[..4].try_into().unwrap())).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), got.len(), "no message twice");
+    eprintln!("the next consumer got {}", got.len());
+    assert_eq!(got.len() as u32 + sent_to_stalled, N, "every message sent once: {} + {sent_to_stalled}", got.len());
+}

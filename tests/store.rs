@@ -440,6 +440,43 @@ fn a_durable_consumer_group_shares_one_cursor_whichever_member_comes_back() {
     assert_eq!(numbers(&drain_all(&mut c, m, Duration::from_millis(800), false)), vec![4, 5, 6]);
 }
 
+/// A consumer group's name is at most 255 bytes (it names a durable cursor, stored
+/// with a 16-bit length): a longer one is refused at link scope, and a durable group
+/// with the longest name (multi-byte characters) resumes across a restart. Before, a
+/// group of 21,846 x "\u{20ac}" (65,538 bytes) was accepted, its cursor record's length
+/// wrapped to 2 bytes cutting a character in half, and the next start found the events
+/// log corrupt.
+#[test]
+fn a_consumer_group_name_past_255_bytes_is_refused_and_the_longest_survives_a_restart() {
+    let dir = fresh_dir("group-name");
+    let mut b = Broker::start(&env(&dir, &[]));
+    let addr = "events-store/gname";
+    let mut c = Client::connect(b.addr(), "gname-container").unwrap();
+    let ch = c.begin().unwrap();
+    for group in ["\u{20ac}".repeat(21_846), "g".repeat(256)] {
+        let err = c.attach_receiver(ch, "too-long", Some(addr), &durable_in_group(&group)).expect_err("a long group");
+        assert!(err.to_string().contains("amqp:invalid-field"), "{err}");
+    }
+    let longest = "\u{20ac}".repeat(85);
+    assert_eq!(longest.len(), 255);
+    let opts = durable_in_group(&longest);
+    publish_range(&b, addr, 0..2);
+    let r = c.attach_receiver(ch, "member", Some(addr), &opts).expect("the connection goes on");
+    c.engine().grant_credit(r, 10, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, r, Duration::from_millis(500), false)), vec![0, 1]);
+    c.engine().detach(r, None);
+    c.pump(Duration::from_millis(300)).unwrap();
+    publish_range(&b, addr, 2..4);
+    commit_barrier(&b, addr);
+    b.kill9();
+    let b = Broker::start(&env(&dir, &[]));
+    let mut c = Client::connect(b.addr(), "gname-container").unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "member", Some(addr), &opts).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    assert_eq!(numbers(&drain_all(&mut c, r, Duration::from_millis(800), false)), vec![2, 3]);
+}
+
 /// A shard keeps at most `SLUICE_MAX_DURABLE_SUBSCRIPTIONS` durable subscriptions,
 /// attached or not (each costs a cursor in memory and in every new segment's
 /// snapshot, for as long as the broker runs): a new identity past it is refused with

@@ -3,12 +3,15 @@
 //! others (`/healthz` above all, which an orchestrator may restart the broker on).
 //!
 //! * Each connection has its own thread, so a client that sends requests and does not
-//!   read the answers (or reads them slowly) holds only its own thread: its socket
-//!   writes time out after [`IO_TIMEOUT`] and it is dropped.
-//! * A request must arrive whole within [`IO_TIMEOUT`] of the previous one (or of the
-//!   connection), else the connection is closed (`408` when part of one came).
-//! * At most [`MAX_CONNECTIONS`] connections at a time; one more is answered `503` and
-//!   closed at once, without a thread.
+//!   read the answers (or reads them slowly) holds only its own thread: an answer must
+//!   be taken within [`IO_TIMEOUT`] plus a second per MiB ([`WRITE_MIN_RATE`]), else
+//!   the connection is dropped.
+//! * A request must arrive whole within [`IO_TIMEOUT`] of the previous answer (or of
+//!   the connection), however its bytes trickle in, else the connection is closed
+//!   (`408` when part of one came).
+//! * At most [`MAX_CONNECTIONS`] connections at a time, and [`MAX_PER_ADDRESS`] from
+//!   one IP address, so one client cannot take them all; one more is answered `503`
+//!   and closed at once, without a thread.
 //! * Request heads are capped at [`MAX_HEAD`] bytes (`431`), bodies at [`MAX_BODY`]
 //!   (`413`; a GET has none, and a chunked one is refused with `411`), malformed
 //!   requests get `400`, methods other than GET and HEAD `405`.
@@ -18,10 +21,10 @@
 //! * Keep-alive (HTTP/1.1 by default, 1.0 on `Connection: keep-alive`) and pipelined
 //!   requests are served in order.
 
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::net::{IpAddr, TcpListener, TcpStream};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::net::FailureLog;
@@ -30,6 +33,10 @@ use crate::net::FailureLog;
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Admin connections served at once.
 pub const MAX_CONNECTIONS: usize = 128;
+/// Admin connections served at once from one IP address.
+pub const MAX_PER_ADDRESS: usize = 32;
+/// The slowest an answer may be taken, in bytes per second, past [`IO_TIMEOUT`].
+pub const WRITE_MIN_RATE: usize = 1 << 20;
 /// Largest request head (request line and headers).
 pub const MAX_HEAD: usize = 8 * 1024;
 /// Largest request body read (and ignored).
@@ -73,11 +80,11 @@ where
     H: Fn(&Request) -> Response + Send + Sync + 'static,
 {
     let handler = Arc::new(handler);
-    let active = Arc::new(AtomicUsize::new(0));
+    let active = Arc::new(Mutex::new(Active::default()));
     let mut failures = FailureLog::default();
     loop {
-        let stream = match listener.accept() {
-            Ok((s, _)) => s,
+        let (stream, peer) = match listener.accept() {
+            Ok((s, a)) => (s, a.ip()),
             Err(e) => {
                 // EMFILE, ENFILE, ENOBUFS, ECONNABORTED...: none of them ends the endpoint.
                 failures.failed(&e, "admin endpoint: accept failed; retrying");
@@ -85,30 +92,63 @@ where
                 continue;
             }
         };
-        failures.ok();
-        if active.load(Ordering::SeqCst) >= MAX_CONNECTIONS {
-            refuse(stream);
+        if let Err(why) = lock(&active).admit(peer) {
+            refuse(stream, why);
             continue;
         }
-        active.fetch_add(1, Ordering::SeqCst);
         let (h, a) = (handler.clone(), active.clone());
         let spawned =
             std::thread::Builder::new().name("sluice-admin-conn".into()).stack_size(512 * 1024).spawn(move || {
                 connection(stream, &*h);
-                a.fetch_sub(1, Ordering::SeqCst);
+                lock(&a).leave(peer);
             });
         if let Err(e) = spawned {
             // The closure (and the stream in it) is dropped: the client sees a close.
-            active.fetch_sub(1, Ordering::SeqCst);
+            lock(&active).leave(peer);
             tracing::warn!(error = %e, "admin endpoint: no thread for a connection; closed it");
         }
     }
 }
 
-/// One connection over the limit: told so without blocking, then closed.
-fn refuse(stream: TcpStream) {
+/// The connections being served, in all and by address.
+#[derive(Debug, Default)]
+struct Active {
+    total: usize,
+    by_address: HashMap<IpAddr, usize>,
+}
+
+impl Active {
+    fn admit(&mut self, peer: IpAddr) -> Result<(), &'static str> {
+        if self.by_address.get(&peer).is_some_and(|&n| n >= MAX_PER_ADDRESS) {
+            return Err("too many admin connections from this address");
+        }
+        if self.total >= MAX_CONNECTIONS {
+            return Err("too many admin connections");
+        }
+        *self.by_address.entry(peer).or_default() += 1;
+        self.total += 1;
+        Ok(())
+    }
+
+    fn leave(&mut self, peer: IpAddr) {
+        self.total -= 1;
+        if let Some(n) = self.by_address.get_mut(&peer) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_address.remove(&peer);
+            }
+        }
+    }
+}
+
+fn lock(a: &Mutex<Active>) -> std::sync::MutexGuard<'_, Active> {
+    a.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// One connection over a limit: told so without blocking, then closed.
+fn refuse(stream: TcpStream, why: &str) {
     let _ = stream.set_nonblocking(true);
-    let body = r#"{"error":"too many admin connections"}"#;
+    let body = serde_json::json!({ "error": why }).to_string();
     let mut out = head(503, "application/json", body.len(), false);
     out.extend_from_slice(body.as_bytes());
     let mut s = stream;
@@ -153,14 +193,12 @@ enum Next {
 
 /// Serve requests on `stream` until it closes, fails or times out.
 fn connection(mut stream: TcpStream, handler: &dyn Fn(&Request) -> Response) {
-    if stream.set_read_timeout(Some(IO_TIMEOUT)).is_err() || stream.set_write_timeout(Some(IO_TIMEOUT)).is_err() {
-        return;
-    }
     let _ = stream.set_nodelay(true);
     // Bytes received and not yet parsed (pipelined requests wait here).
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
     loop {
-        let (status, content_type, body, head_only, keep_alive) = match read_request(&mut stream, &mut buf) {
+        let deadline = Instant::now() + IO_TIMEOUT;
+        let (status, content_type, body, head_only, keep_alive) = match read_request(&mut stream, &mut buf, deadline) {
             Next::Gone => return,
             Next::Refuse(status, why) => {
                 (status, "application/json", serde_json::json!({ "error": why }).to_string(), false, false)
@@ -171,13 +209,14 @@ fn connection(mut stream: TcpStream, handler: &dyn Fn(&Request) -> Response) {
             }
         };
         let mut out = head(status, content_type, body.len(), keep_alive);
+        let deadline = Instant::now() + IO_TIMEOUT + Duration::from_secs((body.len() / WRITE_MIN_RATE) as u64);
         let sent = if head_only {
-            write_all(&mut stream, &out)
+            write_all(&mut stream, &out, deadline)
         } else if body.len() <= 64 * 1024 {
             out.extend_from_slice(body.as_bytes());
-            write_all(&mut stream, &out)
+            write_all(&mut stream, &out, deadline)
         } else {
-            write_all(&mut stream, &out).and_then(|()| write_all(&mut stream, body.as_bytes()))
+            write_all(&mut stream, &out, deadline).and_then(|()| write_all(&mut stream, body.as_bytes(), deadline))
         };
         // A write that timed out (the client is not reading) or failed ends it.
         if sent.is_err() || !keep_alive {
@@ -186,24 +225,36 @@ fn connection(mut stream: TcpStream, handler: &dyn Fn(&Request) -> Response) {
     }
 }
 
-/// `Write::write_all` that gives up when the peer takes nothing for [`IO_TIMEOUT`]. A
-/// send that times out after part of its bytes were taken returns that part, and
-/// `write_all` would then wait another full timeout: a call that waited the timeout
-/// out counts as stalled even when it took some bytes.
-fn write_all(stream: &mut TcpStream, mut buf: &[u8]) -> std::io::Result<()> {
+/// The time left until `deadline`, as a socket timeout (None once it has passed: a
+/// zero timeout would mean none at all).
+fn left(deadline: Instant) -> Option<Duration> {
+    Some(deadline.saturating_duration_since(Instant::now())).filter(|d| !d.is_zero())
+}
+
+/// `Write::write_all` that gives up at `deadline`, however the peer trickles.
+fn write_all(stream: &mut TcpStream, mut buf: &[u8], deadline: Instant) -> std::io::Result<()> {
     while !buf.is_empty() {
-        let started = Instant::now();
+        let t = left(deadline).ok_or(ErrorKind::TimedOut)?;
+        stream.set_write_timeout(Some(t))?;
         let n = stream.write(buf)?;
-        if n == 0 || (n < buf.len() && started.elapsed() >= IO_TIMEOUT) {
-            return Err(ErrorKind::TimedOut.into());
+        if n == 0 {
+            return Err(ErrorKind::WriteZero.into());
         }
         buf = &buf[n..];
     }
     Ok(())
 }
 
-/// Read (into `buf`, which may already hold pipelined bytes) and parse one request.
-fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Next {
+/// `Read::read` that gives up at `deadline`.
+fn read_by(stream: &mut TcpStream, buf: &mut [u8], deadline: Instant) -> std::io::Result<usize> {
+    let t = left(deadline).ok_or(ErrorKind::TimedOut)?;
+    stream.set_read_timeout(Some(t))?;
+    stream.read(buf)
+}
+
+/// Read (into `buf`, which may already hold pipelined bytes) and parse one request,
+/// all of it by `deadline`.
+fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>, deadline: Instant) -> Next {
     let end = loop {
         if let Some(i) = find_end(buf) {
             break i;
@@ -211,7 +262,7 @@ fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Next {
         if buf.len() >= MAX_HEAD {
             return Next::Refuse(431, "request head too large");
         }
-        match read_some(stream, buf, MAX_HEAD - buf.len()) {
+        match read_some(stream, buf, MAX_HEAD - buf.len(), deadline) {
             Ok(0) if buf.is_empty() => return Next::Gone,
             Ok(0) => return Next::Refuse(400, "connection closed inside a request"),
             Ok(_) => {}
@@ -235,7 +286,10 @@ fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Next {
     while left > 0 {
         let mut sink = [0u8; 4096];
         let want = left.min(sink.len());
-        match stream.read(&mut sink[..want]) {
+        match read_by(stream, &mut sink[..want], deadline) {
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                return Next::Refuse(408, "request not received in time")
+            }
             Ok(0) | Err(_) => return Next::Refuse(400, "request body not received"),
             Ok(n) => left -= n,
         }
@@ -243,10 +297,10 @@ fn read_request(stream: &mut TcpStream, buf: &mut Vec<u8>) -> Next {
     Next::Request { req, keep_alive }
 }
 
-fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>, room: usize) -> std::io::Result<usize> {
+fn read_some(stream: &mut TcpStream, buf: &mut Vec<u8>, room: usize, deadline: Instant) -> std::io::Result<usize> {
     let mut chunk = [0u8; 2048];
     let want = room.min(chunk.len());
-    let n = stream.read(&mut chunk[..want])?;
+    let n = read_by(stream, &mut chunk[..want], deadline)?;
     buf.extend_from_slice(&chunk[..n]);
     Ok(n)
 }

@@ -894,14 +894,14 @@ struct Consumer {
 
 impl Consumer {
     /// How many more messages the consumer may get now, ignoring sizes:
-    /// min(credit, batch, MaxUnsettled - unsettled, message watermark room).
+    /// min(credit, batch, MaxUnsettled - unsettled, message watermark room). For a
+    /// pre-settled consumer `unsettled` counts the deliveries its connection has not
+    /// yet handed to the socket path, so one that stops reading holds at most its
+    /// window, and the rest stays in the queue (where the queue limits see it).
     fn room(&self) -> u32 {
-        let mut room = self.credit.credit.min(self.batch);
-        if !self.presettled {
-            room = room.min(self.max_unsettled.saturating_sub(self.unsettled));
-            if self.max_out_msgs > 0 {
-                room = room.min(self.max_out_msgs.saturating_sub(self.unsettled));
-            }
+        let mut room = self.credit.credit.min(self.batch).min(self.max_unsettled.saturating_sub(self.unsettled));
+        if !self.presettled && self.max_out_msgs > 0 {
+            room = room.min(self.max_out_msgs.saturating_sub(self.unsettled));
         }
         room
     }
@@ -1035,15 +1035,12 @@ impl QueueChan {
                     }
                     let Some(mut item) = self.ready.pop_front() else { break };
                     item.receive_count += 1;
-                    {
-                        let mut j = self.journal.borrow_mut();
-                        if c.presettled {
-                            // Pre-settled: delivered is done.
-                            j.queue_ack(&self.key, item.id, item.seg);
-                            self.bytes = self.bytes.saturating_sub(size);
-                        } else {
-                            j.queue_delivered(&self.key, item.id, item.receive_count);
-                        }
+                    // Pre-settled: done once its connection has handed it to the
+                    // socket path (it says so with a Settle); until then it counts in
+                    // the consumer's window like an unsettled one and goes back to the
+                    // queue if the connection ends first.
+                    if !c.presettled {
+                        self.journal.borrow_mut().queue_delivered(&self.key, item.id, item.receive_count);
                     }
                     let token = self.next_token;
                     self.next_token += 1;
@@ -1057,19 +1054,21 @@ impl QueueChan {
                         receive_count: item.receive_count,
                         settled: c.presettled,
                     });
-                    if !c.presettled {
-                        c.unsettled += 1;
-                        c.unsettled_bytes += size;
-                        let deadline = if c.ack_deadline_ms > 0 { now_ms.saturating_add(c.ack_deadline_ms) } else { 0 };
-                        if deadline != 0 && (self.next_deadline == 0 || deadline < self.next_deadline) {
-                            self.next_deadline = deadline;
-                            let e = self.earliest.get();
-                            if e == 0 || deadline < e {
-                                self.earliest.set(deadline);
-                            }
+                    c.unsettled += 1;
+                    c.unsettled_bytes += size;
+                    let deadline = if c.ack_deadline_ms > 0 && !c.presettled {
+                        now_ms.saturating_add(c.ack_deadline_ms)
+                    } else {
+                        0
+                    };
+                    if deadline != 0 && (self.next_deadline == 0 || deadline < self.next_deadline) {
+                        self.next_deadline = deadline;
+                        let e = self.earliest.get();
+                        if e == 0 || deadline < e {
+                            self.earliest.set(deadline);
                         }
-                        self.unacked.insert(token, Unacked { item, sub: c.sub, deadline });
                     }
+                    self.unacked.insert(token, Unacked { item, sub: c.sub, deadline });
                 }
                 if self.ready.is_empty() {
                     break;

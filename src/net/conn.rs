@@ -963,6 +963,15 @@ impl Driver {
         let props = attach.properties.clone().unwrap_or_default();
         let group =
             props.get("x-opt-kubemq-group").and_then(Value::as_str).filter(|g| !g.is_empty()).map(str::to_owned);
+        // A group names a durable cursor on disk (a 16-bit length): as long as a channel
+        // name at most.
+        if group.as_ref().is_some_and(|g| g.len() > GROUP_MAX) {
+            return self.refuse(
+                link,
+                condition::INVALID_FIELD,
+                format!("x-opt-kubemq-group longer than {GROUP_MAX} bytes"),
+            );
+        }
         if source.dynamic() {
             let name = self.mint_node();
             reply_source.address = Some(name.clone());
@@ -1384,10 +1393,10 @@ impl Driver {
         ctx.next_tag += 1;
         let len = payload.len() as u64;
         // The home counts this delivery until it hears back: queue deliveries and RPC
-        // requests sent unsettled (until settled), and pre-settled RPC requests (until
-        // written out, so a responder that does not read gets no more than its window).
-        let rpc = matches!(pattern, Pattern::Commands | Pattern::Queries);
-        let tracked = rpc || (pattern == Pattern::Queues && !settled);
+        // requests sent unsettled (until settled), and pre-settled ones (until written
+        // out, so a consumer or responder that does not read gets no more than its
+        // window, and a queue message not written when the link ends goes back).
+        let tracked = matches!(pattern, Pattern::Commands | Pattern::Queries | Pattern::Queues);
         match self.engine.send_ref(link, tag, &payload, settled) {
             Ok(delivery_id) => {
                 self.spent.push(payload);
@@ -2280,6 +2289,9 @@ fn truncate(s: &str, n: usize) -> &str {
 fn sanitize(s: &str, max: usize) -> String {
     s.chars().take(max).map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
+
+/// The longest consumer group name (`x-opt-kubemq-group`), in bytes.
+pub(crate) const GROUP_MAX: usize = 255;
 
 /// Durable subscription identity: container-id and link name, sanitized, plus a
 /// hash of the raw pair so that distinct raw names never collide.

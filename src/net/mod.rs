@@ -102,10 +102,7 @@ fn claim(shard: &Shard, i: usize) -> usize {
 async fn next(listener: &TcpListener, failures: &mut FailureLog) -> AcceptedTcpStream {
     loop {
         match listener.shared_accept().await {
-            Ok(s) => {
-                failures.ok();
-                return s;
-            }
+            Ok(s) => return s,
             Err(e) => {
                 failures.failed(&e, "AMQP listener: accept failed; retrying");
                 glommio::timer::sleep(Duration::from_millis(10)).await;
@@ -114,32 +111,28 @@ async fn next(listener: &TcpListener, failures: &mut FailureLog) -> AcceptedTcpS
     }
 }
 
-/// A run of failures (accepts out of file descriptors, say) logged once every
-/// [`FailureLog::EVERY`] with the count left out since, not once per retry.
+/// Repeated failures (accepts out of file descriptors, say) logged at most once every
+/// [`FailureLog::EVERY`], with the count left out since, not once per retry (nor once
+/// per success in between, when a shortage lets every other accept through).
 #[derive(Debug, Default)]
 pub(crate) struct FailureLog {
-    run: Option<(std::time::Instant, u64)>,
+    last_logged: Option<std::time::Instant>,
+    not_logged: u64,
 }
 
 impl FailureLog {
-    /// The longest a run of failures goes unlogged.
+    /// The least time between two logged failures.
     pub(crate) const EVERY: Duration = Duration::from_secs(10);
 
-    /// One more failure: logged at warn if it starts a run or the last log is old.
+    /// One more failure: logged at warn unless one was logged less than `EVERY` ago.
     pub(crate) fn failed(&mut self, e: &dyn std::fmt::Display, what: &str) {
-        match &mut self.run {
-            Some((at, n)) if at.elapsed() < Self::EVERY => *n += 1,
-            _ => {
-                let not_logged = self.run.map_or(0, |(_, n)| n);
-                tracing::warn!(error = %e, not_logged, "{what}");
-                self.run = Some((std::time::Instant::now(), 0));
-            }
+        if self.last_logged.is_some_and(|t| t.elapsed() < Self::EVERY) {
+            self.not_logged += 1;
+            return;
         }
-    }
-
-    /// A success ends the run.
-    pub(crate) fn ok(&mut self) {
-        self.run = None;
+        tracing::warn!(error = %e, not_logged = self.not_logged, "{what}");
+        self.last_logged = Some(std::time::Instant::now());
+        self.not_logged = 0;
     }
 }
 

@@ -400,7 +400,13 @@ impl Journal {
     }
 
     fn write_cursor(&mut self, key: &ChannelKey, id: &str, next: u64) {
-        let id_len = (id.len() as u16).to_be_bytes();
+        // Identities are built from bounded parts (`GROUP_MAX`, `durable_identity`); one
+        // that did not fit its 16-bit length would make the log unreadable.
+        let Ok(id_len) = u16::try_from(id.len()) else {
+            tracing::error!(channel = %key.name, "durable subscription id too long to store; cursor not written");
+            return;
+        };
+        let id_len = id_len.to_be_bytes();
         self.push_keyed(rtype::CURSOR, key, [&id_len, id.as_bytes(), &next.to_be_bytes()], false);
     }
 
