@@ -130,8 +130,11 @@ impl Selector {
         self.eval(msg) == Tri::True
     }
 
-    /// Three-valued result of the selector for `msg`.
+    /// Three-valued result of the selector for `msg`. Its LIKEs share one budget of
+    /// [`LIKE_BUDGET`] comparisons, so a selector made of many costly LIKEs costs a
+    /// shard no more per message than one does.
     fn eval(&self, msg: &dyn SelectorSource) -> Tri {
+        LIKE_LEFT.with(|left| left.set(LIKE_BUDGET));
         eval_bool(&self.root, msg)
     }
 }
@@ -651,7 +654,23 @@ impl LikePattern {
     /// O(pattern length x text length) without backtracking; the budget caps what one
     /// evaluation can cost a shard (a 4,096-character pattern against a long property
     /// would otherwise take billions of comparisons per event).
+    #[cfg(test)]
     fn matches(&self, text: &str) -> Option<bool> {
+        LIKE_LEFT.with(|left| left.set(LIKE_BUDGET));
+        self.matches_within(text)
+    }
+
+    /// [`LikePattern::matches`] within what is left of the evaluation's budget.
+    fn matches_within(&self, text: &str) -> Option<bool> {
+        LIKE_LEFT.with(|left| {
+            let mut budget = left.get();
+            let m = self.matches_budget(text, &mut budget);
+            left.set(if m.is_some() { budget } else { 0 });
+            m
+        })
+    }
+
+    fn matches_budget(&self, text: &str, budget: &mut usize) -> Option<bool> {
         let text: Vec<char> = text.chars().collect();
         let segs = &self.segments;
         let (Some(first), Some(last)) = (segs.first(), segs.last()) else {
@@ -667,7 +686,6 @@ impl LikePattern {
         if !segment_at(&text, 0, first) || !segment_at(&text, end, last) {
             return Some(false);
         }
-        let mut budget = LIKE_BUDGET;
         let mut pos = first.len();
         for seg in &segs[1..segs.len() - 1] {
             if seg.is_empty() {
@@ -679,7 +697,7 @@ impl LikePattern {
             let mut found = None;
             for i in pos..=limit {
                 // A window costs at most its length in comparisons.
-                budget = budget.checked_sub(seg.len())?;
+                *budget = budget.checked_sub(seg.len())?;
                 if segment_at(&text, i, seg) {
                     found = Some(i);
                     break;
@@ -694,8 +712,14 @@ impl LikePattern {
     }
 }
 
-/// Character comparisons one LIKE evaluation may make before it gives up (unknown).
+/// Character comparisons the LIKEs of one selector evaluation may make together before
+/// they give up (unknown).
 const LIKE_BUDGET: usize = 1 << 24;
+
+thread_local! {
+    /// What is left of [`LIKE_BUDGET`] in the evaluation under way on this thread.
+    static LIKE_LEFT: std::cell::Cell<usize> = const { std::cell::Cell::new(LIKE_BUDGET) };
+}
 
 /// Whether `seg` matches `text` starting at `at` (bounds-checked).
 fn segment_at(text: &[char], at: usize, seg: &[Option<char>]) -> bool {
@@ -806,7 +830,7 @@ fn eval_bool(node: &Node, msg: &dyn SelectorSource) -> Tri {
             _ => Tri::Unknown,
         },
         Node::Like { ident, pattern, negated } => match msg.get(ident) {
-            Some(SelectorValue::Str(s)) => match pattern.matches(&s) {
+            Some(SelectorValue::Str(s)) => match pattern.matches_within(&s) {
                 Some(m) => Tri::from_bool(m).negate_if(*negated),
                 None => Tri::Unknown,
             },
@@ -1508,6 +1532,23 @@ mod tests {
         unknown(&format!("s NOT LIKE '{seg}'"), &m);
         yes("s LIKE '%aaa%'", &m);
         yes("s NOT LIKE '%b%'", &m);
+    }
+
+    /// The LIKEs of one evaluation share one budget: one LIKE that costs a quarter of
+    /// it answers, and so do four, but sixteen of them ORed give up (unknown) instead
+    /// of costing four budgets. Before, each LIKE had a budget of its own, so a
+    /// selector of 16 costly LIKEs cost a shard 16 budgets for every message, for every
+    /// subscriber holding it.
+    #[test]
+    fn the_likes_of_one_selector_share_one_budget() {
+        let m = empty().s("s", &"a".repeat(1 << 16));
+        // 65,473 windows of a 64-character segment: 4.19 M comparisons charged.
+        let like = format!("s LIKE '%{}b%'", "a".repeat(63));
+        no(&like, &m);
+        no(&vec![like.as_str(); 4].join(" OR "), &m);
+        unknown(&vec![like.as_str(); 16].join(" OR "), &m);
+        // The next evaluation has its whole budget again.
+        no(&like, &m);
     }
 
     // --- IS NULL ---------------------------------------------------------------------------
