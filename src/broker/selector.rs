@@ -1545,8 +1545,8 @@ mod tests {
         // 65,473 windows of a 64-character segment: 4.19 M comparisons charged.
         let like = format!("s LIKE '%{}b%'", "a".repeat(63));
         no(&like, &m);
-        no(&vec![like.as_str(); 4].join(" OR "), &m);
-        unknown(&vec![like.as_str(); 16].join(" OR "), &m);
+        no(&[like.as_str(); 4].join(" OR "), &m);
+        unknown(&[like.as_str(); 16].join(" OR "), &m);
         // The next evaluation has its whole budget again.
         no(&like, &m);
     }
