@@ -221,6 +221,24 @@ fn admin_requests_are_parsed_strictly_and_keep_alive_pipelines_are_answered_in_o
     assert_eq!(String::from_utf8_lossy(&got).matches("HTTP/1.1 200 ").count(), 2);
 }
 
+/// A refused request whose rest the endpoint did not read still gets its answer
+/// before the connection closes (on loopback the reset that a close with unread bytes
+/// sends did not cost the answer, with or without draining them first).
+#[test]
+fn a_refused_request_with_bytes_behind_it_still_gets_its_answer() {
+    let b = Broker::start(&[]);
+    for _ in 0..5 {
+        let mut s = admin(&b);
+        let mut req = b"GET /metrics HTTP/1.1\r\nX-Big: ".to_vec();
+        req.resize(100_000, b'a');
+        // The endpoint stops reading after 8 KiB; the rest fits the socket buffers.
+        let _ = s.write_all(&req);
+        let (got, _) = read_until_closed(&mut s);
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 431 "), "{text:?}");
+    }
+}
+
 fn open_fds(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, |d| d.count())
 }

@@ -96,15 +96,17 @@ where
             refuse(stream, why);
             continue;
         }
-        let (h, a) = (handler.clone(), active.clone());
+        // Its place is given back when the thread ends, even by a panic (a handler's
+        // panic ends only its connection), or when no thread could be started (the
+        // closure and the stream in it are dropped: the client sees a close).
+        let place = Place { active: active.clone(), peer };
+        let h = handler.clone();
         let spawned =
             std::thread::Builder::new().name("sluice-admin-conn".into()).stack_size(512 * 1024).spawn(move || {
+                let _place = place;
                 connection(stream, &*h);
-                lock(&a).leave(peer);
             });
         if let Err(e) = spawned {
-            // The closure (and the stream in it) is dropped: the client sees a close.
-            lock(&active).leave(peer);
             tracing::warn!(error = %e, "admin endpoint: no thread for a connection; closed it");
         }
     }
@@ -138,6 +140,18 @@ impl Active {
                 self.by_address.remove(&peer);
             }
         }
+    }
+}
+
+/// One connection's place in [`Active`], given back when dropped.
+struct Place {
+    active: Arc<Mutex<Active>>,
+    peer: IpAddr,
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        lock(&self.active).leave(self.peer);
     }
 }
 
@@ -366,6 +380,25 @@ mod tests {
 
     fn parsed(head: &str) -> Result<(Request, bool, usize), Next> {
         parse_head(head.as_bytes())
+    }
+
+    /// A connection's place is given back however its thread ends, a panic included,
+    /// so a handler's panic cannot use up the limits.
+    #[test]
+    fn a_place_is_given_back_when_its_thread_panics() {
+        let active = Arc::new(Mutex::new(Active::default()));
+        let peer = IpAddr::from([127, 0, 0, 1]);
+        for _ in 0..MAX_PER_ADDRESS + 1 {
+            lock(&active).admit(peer).unwrap();
+            let place = Place { active: active.clone(), peer };
+            let t = std::thread::spawn(move || {
+                let _place = place;
+                panic!("a handler failed");
+            });
+            assert!(t.join().is_err());
+        }
+        let a = lock(&active);
+        assert_eq!((a.total, a.by_address.len()), (0, 0));
     }
 
     #[test]
