@@ -1489,3 +1489,52 @@ fn a_presettled_queue_consumer_that_stops_reading_holds_its_window_and_loses_not
     eprintln!("the next consumer got {}", got.len());
     assert_eq!(got.len() as u32 + sent_to_stalled, N, "every message sent once: {} + {sent_to_stalled}", got.len());
 }
+
+/// An events-store reader whose selector skips event after event walks the log in
+/// slices (5 ms), and its shard serves everyone else in between: a scrape asked for
+/// mid-walk is answered with the reader partway through the log. Before, the whole
+/// walk ran in one step: an attach at `first` with a selector matching nothing held
+/// its shard (every connection on it, and its admin snapshot) until it was done.
+#[test]
+fn a_long_selector_walk_through_an_events_store_log_leaves_its_shard_serving() {
+    use sluice_proto::types::{Body, Message};
+    const K: u32 = 300;
+    let b = Broker::start(&[("SLUICE_SHARDS", "1")]);
+    let addr = "events-store/walk";
+    // K events, each with a 64 KiB string property that the reader's LIKE scans whole.
+    let mut p = Client::connect(b.addr(), "walk-pub").unwrap();
+    let ch = p.begin().unwrap();
+    let s = p.attach_sender(ch, "s", Some(addr), &LinkOptions::default()).unwrap();
+    p.wait_credit(s).unwrap();
+    let event = Message {
+        application_properties: Some(vec![("s".into(), Value::String("a".repeat(1 << 16)))]),
+        body: Body::Data(bytes::Bytes::from_static(b"x")),
+        ..Default::default()
+    };
+    for _ in 0..K {
+        while p.engine().link_credit(s) == 0 {
+            p.pump(Duration::from_millis(5)).unwrap();
+        }
+        let id = p.send_message(s, &event, false).unwrap();
+        assert_eq!(p.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+    // About 4 M character comparisons per event, and no event matches.
+    let selector = format!("s LIKE '%{}b%'", "a".repeat(63));
+    let filter = Fields(vec![(Symbol::new("apache.org:selector-filter:string"), Value::String(selector))]);
+    let opts = LinkOptions { filter: Some(filter), ..props(&[("x-opt-kubemq-start", Value::string("first"))]) };
+    let mut c = Client::connect(b.addr(), "walker").unwrap();
+    let rch = c.begin().unwrap();
+    let _r = c.attach_receiver(rch, "r", Some(addr), &opts).unwrap();
+    let undelivered = b.metric("sluice_channel_undelivered_messages{pattern=\"events-store\",channel=\"walk\"}");
+    eprintln!("undelivered mid-walk: {undelivered:?} of {K}");
+    assert!(matches!(undelivered, Some(v) if v > 0.0 && v < f64::from(K)), "{undelivered:?} of {K}");
+    // The walk ends, with nothing delivered.
+    assert!(
+        metric_when(
+            &b,
+            &mut c,
+            "sluice_channel_undelivered_messages{pattern=\"events-store\",channel=\"walk\"}",
+            |v| v == Some(0.0)
+        ) == Some(0.0)
+    );
+}

@@ -204,6 +204,8 @@ pub struct Home {
     /// queues as they deliver: the 20 ms tick walks the queues only once it is due,
     /// so an idle shard with many queues costs no walk over them.
     earliest_deadline: Rc<Cell<u64>>,
+    /// Some events-store reader has a walk to go on with (see [`FEED_SLICE`]).
+    feeds_pending: Rc<Cell<bool>>,
     /// Some events-store channel has attaches waiting for a durable identity.
     parked_any: bool,
     queues_journal: Rc<RefCell<Journal>>,
@@ -280,6 +282,7 @@ impl Home {
             next_durable_scan_ms: 0,
             durable_count: 0,
             earliest_deadline: Rc::new(Cell::new(0)),
+            feeds_pending: Rc::new(Cell::new(false)),
             parked_any: false,
             queues_journal,
             events_journal,
@@ -429,9 +432,9 @@ impl Home {
     /// A store forgotten by the sweep comes back with the next sequence number the
     /// journal remembers for it, so its sequence never restarts.
     fn store(&mut self, key: &ChannelKey) -> &mut StoreChan {
-        let j = &self.events_journal;
+        let (j, pending) = (&self.events_journal, &self.feeds_pending);
         channel(&mut self.stores, key, || {
-            let mut s = StoreChan::new(key.clone(), j.clone());
+            let mut s = StoreChan::new(key.clone(), j.clone(), pending.clone());
             s.next_seq = j.borrow().next_seq_mark(key).unwrap_or(1);
             s
         })
@@ -733,6 +736,16 @@ impl Home {
                 }
             }
             self.earliest_deadline.set(next);
+        }
+        // Readers whose walk past skipped events was cut at its slice go on.
+        if self.feeds_pending.replace(false) {
+            for s in self.stores.values_mut() {
+                for i in 0..s.readers.len() {
+                    if std::mem::take(&mut s.readers[i].resume) {
+                        s.feed(i, out);
+                    }
+                }
+            }
         }
         if self.parked_any {
             let mut any = false;
@@ -1434,12 +1447,22 @@ struct Reader {
     /// Lossless: wait at a full window; a durable cursor moves only past what the
     /// connection reports as sent.
     hold: bool,
+    /// Its walk was cut at [`FEED_SLICE`]; the next tick goes on with it.
+    resume: bool,
 }
+
+/// The longest one feed walks past events its reader's selector skips before it lets
+/// the shard serve everyone else; the walk goes on at the next tick (every 20 ms). An
+/// attach at `first` with a selector that matches nothing in a large log would
+/// otherwise hold its shard for the whole walk.
+const FEED_SLICE: std::time::Duration = std::time::Duration::from_millis(5);
 
 #[derive(Debug)]
 struct StoreChan {
     key: ChannelKey,
     journal: Rc<RefCell<Journal>>,
+    /// The home's flag: some reader's walk was cut at its slice.
+    feeds_pending: Rc<Cell<bool>>,
     /// Bytes of the events in the log (for retention).
     bytes: u64,
     log: VecDeque<StoredEvent>,
@@ -1468,10 +1491,11 @@ struct Parked {
 }
 
 impl StoreChan {
-    fn new(key: ChannelKey, journal: Rc<RefCell<Journal>>) -> Self {
+    fn new(key: ChannelKey, journal: Rc<RefCell<Journal>>, feeds_pending: Rc<Cell<bool>>) -> Self {
         StoreChan {
             key,
             journal,
+            feeds_pending,
             bytes: 0,
             log: VecDeque::new(),
             next_seq: 1,
@@ -1645,6 +1669,7 @@ impl StoreChan {
             durable: spec.durable,
             waiting: false,
             hold: spec.hold,
+            resume: false,
         });
         let i = self.readers.len() - 1;
         self.feed(i, out);
@@ -1659,6 +1684,7 @@ impl StoreChan {
         }
         let mut at = self.index_of(r.next);
         let r = &mut self.readers[i];
+        let started = std::time::Instant::now();
         // A reader's position is always one past the last event it took, so it
         // follows the log's sequence numbers across any gap.
         while let Some(ev) = self.log.get(at) {
@@ -1666,6 +1692,11 @@ impl StoreChan {
                 if !sel.matches(&SelectorView::new(&ev.msg.payload)) {
                     r.next = ev.seq + 1;
                     at += 1;
+                    if started.elapsed() >= FEED_SLICE {
+                        r.resume = true;
+                        self.feeds_pending.set(true);
+                        return;
+                    }
                     continue;
                 }
             }
