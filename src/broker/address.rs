@@ -131,13 +131,16 @@ pub fn resolve(address: &str, hint: Option<&str>, default: Pattern) -> Result<No
     Ok(Node::Channel(ChannelKey::new(pattern, a)))
 }
 
+/// The longest channel name, in bytes (also the longest consumer group name).
+pub const NAME_MAX: usize = 255;
+
 /// Channel rules: 1..=255 bytes, no whitespace, `*`, `>`, `;`, `:`, no trailing `.`.
 pub fn validate_channel(ch: &str) -> Result<(), String> {
     if ch.is_empty() {
         return Err("empty channel".into());
     }
-    if ch.len() > 255 {
-        return Err("channel exceeds 255 chars".into());
+    if ch.len() > NAME_MAX {
+        return Err(format!("channel exceeds {NAME_MAX} chars"));
     }
     if ch.chars().any(char::is_whitespace) {
         return Err("channel contains whitespace".into());

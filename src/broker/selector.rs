@@ -134,8 +134,8 @@ impl Selector {
     /// [`LIKE_BUDGET`] comparisons, so a selector made of many costly LIKEs costs a
     /// shard no more per message than one does.
     fn eval(&self, msg: &dyn SelectorSource) -> Tri {
-        LIKE_LEFT.with(|left| left.set(LIKE_BUDGET));
-        eval_bool(&self.root, msg)
+        let mut budget = LIKE_BUDGET;
+        eval_bool(&self.root, msg, &mut budget)
     }
 }
 
@@ -654,23 +654,10 @@ impl LikePattern {
     /// O(pattern length x text length) without backtracking; the budget caps what one
     /// evaluation can cost a shard (a 4,096-character pattern against a long property
     /// would otherwise take billions of comparisons per event).
-    #[cfg(test)]
-    fn matches(&self, text: &str) -> Option<bool> {
-        LIKE_LEFT.with(|left| left.set(LIKE_BUDGET));
-        self.matches_within(text)
-    }
-
-    /// [`LikePattern::matches`] within what is left of the evaluation's budget.
-    fn matches_within(&self, text: &str) -> Option<bool> {
-        LIKE_LEFT.with(|left| {
-            let mut budget = left.get();
-            let m = self.matches_budget(text, &mut budget);
-            left.set(if m.is_some() { budget } else { 0 });
-            m
-        })
-    }
-
-    fn matches_budget(&self, text: &str, budget: &mut usize) -> Option<bool> {
+    ///
+    /// `budget` is what is left of the evaluation's [`LIKE_BUDGET`]; the comparisons
+    /// made are taken from it, and all of it once it runs out.
+    fn matches(&self, text: &str, budget: &mut usize) -> Option<bool> {
         let text: Vec<char> = text.chars().collect();
         let segs = &self.segments;
         let (Some(first), Some(last)) = (segs.first(), segs.last()) else {
@@ -697,7 +684,11 @@ impl LikePattern {
             let mut found = None;
             for i in pos..=limit {
                 // A window costs at most its length in comparisons.
-                *budget = budget.checked_sub(seg.len())?;
+                let Some(left) = budget.checked_sub(seg.len()) else {
+                    *budget = 0;
+                    return None;
+                };
+                *budget = left;
                 if segment_at(&text, i, seg) {
                     found = Some(i);
                     break;
@@ -715,11 +706,6 @@ impl LikePattern {
 /// Character comparisons the LIKEs of one selector evaluation may make together before
 /// they give up (unknown).
 const LIKE_BUDGET: usize = 1 << 24;
-
-thread_local! {
-    /// What is left of [`LIKE_BUDGET`] in the evaluation under way on this thread.
-    static LIKE_LEFT: std::cell::Cell<usize> = const { std::cell::Cell::new(LIKE_BUDGET) };
-}
 
 /// Whether `seg` matches `text` starting at `at` (bounds-checked).
 fn segment_at(text: &[char], at: usize, seg: &[Option<char>]) -> bool {
@@ -803,23 +789,24 @@ impl From<SelectorValue> for Val<'_> {
     }
 }
 
-fn eval_bool(node: &Node, msg: &dyn SelectorSource) -> Tri {
+fn eval_bool(node: &Node, msg: &dyn SelectorSource, budget: &mut usize) -> Tri {
     match node {
-        Node::And(l, r) => match eval_bool(l, msg) {
+        Node::And(l, r) => match eval_bool(l, msg, budget) {
             Tri::False => Tri::False,
-            lv => lv.and(eval_bool(r, msg)),
+            lv => lv.and(eval_bool(r, msg, budget)),
         },
-        Node::Or(l, r) => match eval_bool(l, msg) {
+        Node::Or(l, r) => match eval_bool(l, msg, budget) {
             Tri::True => Tri::True,
-            lv => lv.or(eval_bool(r, msg)),
+            lv => lv.or(eval_bool(r, msg, budget)),
         },
-        Node::Not(inner) => eval_bool(inner, msg).not(),
-        Node::Cmp(op, l, r) => match (eval_value(l, msg), eval_value(r, msg)) {
+        Node::Not(inner) => eval_bool(inner, msg, budget).not(),
+        Node::Cmp(op, l, r) => match (eval_value(l, msg, budget), eval_value(r, msg, budget)) {
             (Some(lv), Some(rv)) => compare(*op, &lv, &rv),
             _ => Tri::Unknown,
         },
         Node::Between { expr, low, high, negated } => {
-            let (Some(v), Some(lo), Some(hi)) = (eval_value(expr, msg), eval_value(low, msg), eval_value(high, msg))
+            let (Some(v), Some(lo), Some(hi)) =
+                (eval_value(expr, msg, budget), eval_value(low, msg, budget), eval_value(high, msg, budget))
             else {
                 return Tri::Unknown;
             };
@@ -830,7 +817,7 @@ fn eval_bool(node: &Node, msg: &dyn SelectorSource) -> Tri {
             _ => Tri::Unknown,
         },
         Node::Like { ident, pattern, negated } => match msg.get(ident) {
-            Some(SelectorValue::Str(s)) => match pattern.matches_within(&s) {
+            Some(SelectorValue::Str(s)) => match pattern.matches(&s, budget) {
                 Some(m) => Tri::from_bool(m).negate_if(*negated),
                 None => Tri::Unknown,
             },
@@ -848,7 +835,7 @@ fn eval_bool(node: &Node, msg: &dyn SelectorSource) -> Tri {
 }
 
 /// The value of `node`, or `None` for NULL / UNKNOWN.
-fn eval_value<'a>(node: &'a Node, msg: &dyn SelectorSource) -> Option<Val<'a>> {
+fn eval_value<'a>(node: &'a Node, msg: &dyn SelectorSource, budget: &mut usize) -> Option<Val<'a>> {
     match node {
         Node::Lit(v) => Some(match v {
             SelectorValue::Bool(b) => Val::Bool(*b),
@@ -857,13 +844,13 @@ fn eval_value<'a>(node: &'a Node, msg: &dyn SelectorSource) -> Option<Val<'a>> {
             SelectorValue::Str(s) => Val::Str(Cow::Borrowed(s)),
         }),
         Node::Ident(name) => msg.get(name).map(Val::from),
-        Node::Neg(inner) => match eval_value(inner, msg)? {
+        Node::Neg(inner) => match eval_value(inner, msg, budget)? {
             Val::Int(i) => i.checked_neg().map(Val::Int),
             Val::Float(f) => Some(Val::Float(-f)),
             _ => None,
         },
-        Node::Arith(op, l, r) => arith(*op, eval_value(l, msg)?, eval_value(r, msg)?),
-        _ => match eval_bool(node, msg) {
+        Node::Arith(op, l, r) => arith(*op, eval_value(l, msg, budget)?, eval_value(r, msg, budget)?),
+        _ => match eval_bool(node, msg, budget) {
             Tri::True => Some(Val::Bool(true)),
             Tri::False => Some(Val::Bool(false)),
             Tri::Unknown => None,
@@ -1506,15 +1493,15 @@ mod tests {
     #[test]
     fn like_pattern_unit() {
         let p = LikePattern::compile("a%b_c%", None).unwrap();
-        assert_eq!(p.matches("abxc"), Some(true));
-        assert_eq!(p.matches("azzzbxczzz"), Some(true));
-        assert_eq!(p.matches("abc"), Some(false));
+        assert_eq!(p.matches("abxc", &mut { LIKE_BUDGET }), Some(true));
+        assert_eq!(p.matches("azzzbxczzz", &mut { LIKE_BUDGET }), Some(true));
+        assert_eq!(p.matches("abc", &mut { LIKE_BUDGET }), Some(false));
         let p = LikePattern::compile("", None).unwrap();
-        assert_eq!(p.matches(""), Some(true));
-        assert_eq!(p.matches("x"), Some(false));
+        assert_eq!(p.matches("", &mut { LIKE_BUDGET }), Some(true));
+        assert_eq!(p.matches("x", &mut { LIKE_BUDGET }), Some(false));
         let p = LikePattern::compile("%", None).unwrap();
-        assert_eq!(p.matches(""), Some(true));
-        assert_eq!(p.matches("anything"), Some(true));
+        assert_eq!(p.matches("", &mut { LIKE_BUDGET }), Some(true));
+        assert_eq!(p.matches("anything", &mut { LIKE_BUDGET }), Some(true));
     }
 
     /// A long middle segment against a long text that almost matches everywhere would
@@ -1526,7 +1513,7 @@ mod tests {
         let text = "a".repeat(1 << 20);
         let seg = format!("%{}b%", "a".repeat(4000));
         let p = LikePattern::compile(&seg, None).unwrap();
-        assert_eq!(p.matches(&text), None);
+        assert_eq!(p.matches(&text, &mut { LIKE_BUDGET }), None);
         let m = empty().s("s", &text);
         unknown(&format!("s LIKE '{seg}'"), &m);
         unknown(&format!("s NOT LIKE '{seg}'"), &m);

@@ -965,11 +965,11 @@ impl Driver {
             props.get("x-opt-kubemq-group").and_then(Value::as_str).filter(|g| !g.is_empty()).map(str::to_owned);
         // A group names a durable cursor on disk (a 16-bit length): as long as a channel
         // name at most.
-        if group.as_ref().is_some_and(|g| g.len() > GROUP_MAX) {
+        if group.as_ref().is_some_and(|g| g.len() > address::NAME_MAX) {
             return self.refuse(
                 link,
                 condition::INVALID_FIELD,
-                format!("x-opt-kubemq-group longer than {GROUP_MAX} bytes"),
+                format!("x-opt-kubemq-group longer than {} bytes", address::NAME_MAX),
             );
         }
         if source.dynamic() {
@@ -2289,9 +2289,6 @@ fn truncate(s: &str, n: usize) -> &str {
 fn sanitize(s: &str, max: usize) -> String {
     s.chars().take(max).map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
-
-/// The longest consumer group name (`x-opt-kubemq-group`), in bytes.
-pub(crate) const GROUP_MAX: usize = 255;
 
 /// Durable subscription identity: container-id and link name, sanitized, plus a
 /// hash of the raw pair so that distinct raw names never collide.

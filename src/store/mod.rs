@@ -400,7 +400,7 @@ impl Journal {
     }
 
     fn write_cursor(&mut self, key: &ChannelKey, id: &str, next: u64) {
-        // Identities are built from bounded parts (`GROUP_MAX`, `durable_identity`); one
+        // Identities are built from bounded parts (`address::NAME_MAX`, `durable_identity`); one
         // that did not fit its 16-bit length would make the log unreadable.
         let Ok(id_len) = u16::try_from(id.len()) else {
             tracing::error!(channel = %key.name, "durable subscription id too long to store; cursor not written");
