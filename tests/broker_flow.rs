@@ -1088,6 +1088,53 @@ fn a_forgotten_events_store_channel_keeps_its_sequence() {
     assert_eq!(body(&c.receive(r, WAIT).unwrap()), b"second");
 }
 
+/// The journal keeps the next sequence number of at most MaxChannels forgotten
+/// events-store channels; the marks past that are folded into floors, so a name that
+/// comes back still goes on above every number it had (before, every name ever used
+/// kept its mark for good, in memory and in every segment's snapshot).
+#[test]
+fn marks_of_forgotten_events_store_channels_are_bounded_and_no_sequence_restarts() {
+    let b = Broker::start(&[
+        ("SLUICE_SHARDS", "1"),
+        ("SLUICE_MAX_CHANNELS", "4"),
+        ("SLUICE_EVENTS_STORE_RETENTION_SECONDS", "1"),
+    ]);
+    let mut c = Client::connect(b.addr(), "es-marks").unwrap();
+    let ch = c.begin().unwrap();
+    let channels = "sluice_channels{pattern=\"events-store\"}";
+    // Two waves of four channels (the shard keeps at most four at a time): the a's
+    // take events 1 to 3, the b's event 1; each wave is emptied and forgotten.
+    for (wave, events) in [("a", 3), ("b", 1)] {
+        for i in 0..4 {
+            let addr = format!("events-store/{wave}{i}");
+            let s = c.attach_sender(ch, &format!("s-{wave}{i}"), Some(&addr), &LinkOptions::default()).unwrap();
+            c.wait_credit(s).unwrap();
+            for n in 0..events {
+                let m = data_message(format!("{wave}{i}-{n}").as_bytes());
+                assert_eq!(outcome(&mut c, s, m), Some(DeliveryState::Accepted));
+            }
+        }
+        assert_eq!(metric_when(&b, &mut c, channels, |v| v == Some(0.0)), Some(0.0), "wave {wave} forgotten");
+    }
+    // Eight forgotten marks, four kept at most: five were folded, three are left.
+    let marks = "sluice_store_sequence_marks";
+    assert_eq!(metric_when(&b, &mut c, marks, |v| v == Some(3.0)), Some(3.0));
+    assert_eq!(b.metric("sluice_store_sequence_marks_folded_total"), Some(5.0));
+    // At least one a was folded. Each a comes back above its event 3: a reader from
+    // sequence 4 gets the new event (one restarted at 1 would have none at 4).
+    for i in 0..4 {
+        let addr = format!("events-store/a{i}");
+        let s = c.attach_sender(ch, &format!("again-a{i}"), Some(&addr), &LinkOptions::default()).unwrap();
+        c.wait_credit(s).unwrap();
+        let again = format!("a{i}-again");
+        assert_eq!(outcome(&mut c, s, data_message(again.as_bytes())), Some(DeliveryState::Accepted));
+        let opts = props(&[("x-opt-kubemq-start", Value::string("sequence:4"))]);
+        let r = c.attach_receiver(ch, &format!("r-a{i}"), Some(&addr), &opts).unwrap();
+        c.engine().grant_credit(r, 10, false).unwrap();
+        assert_eq!(body(&c.receive(r, WAIT).unwrap()), again.as_bytes(), "channel a{i} restarted its sequence");
+    }
+}
+
 // ====================================================================== where events channels live
 
 /// The shard of each events channel on `GET /api/channels`, by name.

@@ -315,6 +315,10 @@ fn publish_store(snaps: &[ShardSnapshot], global: &Global) {
         counter!("sluice_store_fsync_seconds_bucket", "log" => log, "le" => "+Inf").absolute(cumulative);
         counter!("sluice_store_fsync_seconds_count", &l).absolute(sum(&|s| s.fsyncs));
         gauge!("sluice_store_fsync_seconds_sum", &l).set(stats.iter().map(|(_, s, _)| s.fsync_seconds).sum::<f64>());
+        if log == "events" {
+            gauge!("sluice_store_sequence_marks").set(sum(&|s| s.seq_marks) as f64);
+            counter!("sluice_store_sequence_marks_folded_total").absolute(sum(&|s| s.seq_marks_folded));
+        }
     }
     let healthy = global.store_ok.iter().all(|ok| ok.load(std::sync::atomic::Ordering::Relaxed));
     gauge!("sluice_store_healthy").set(if healthy { 1.0 } else { 0.0 });

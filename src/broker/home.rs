@@ -297,6 +297,10 @@ impl Home {
 
     /// Rebuild the channels found by recovery.
     pub fn restore(&mut self, rec: RecoveredShard) {
+        // The journal first: a channel rebuilt below starts from its mark (or floor).
+        // Marks of channels with nothing else to restore stay in the journal only: such
+        // a channel is rebuilt when it is used again, not kept as an empty channel.
+        self.events_journal.borrow_mut().restore_marks(rec.cursors.clone(), rec.seq_marks, rec.seq_floors);
         for (key, msgs) in rec.queues {
             let q = self.queue(&key);
             for (_, m) in msgs {
@@ -326,10 +330,6 @@ impl Home {
                 s.next_seq = s.next_seq.max(seq.saturating_add(1));
             }
         }
-        for (key, next) in &rec.seq_marks {
-            let s = self.store(key);
-            s.next_seq = s.next_seq.max(*next);
-        }
         // The expiry clock of a recovered subscription starts now: the broker did not
         // see it attached while it was down, nor can it tell when it last was.
         let now = super::now_ms();
@@ -337,7 +337,6 @@ impl Home {
             self.store(key).cursors.insert(id.clone(), Cursor { next: *next, seen_ms: now });
         }
         self.durable_count = self.stores.values().map(|s| s.cursors.len()).sum();
-        self.events_journal.borrow_mut().restore_marks(rec.cursors, rec.seq_marks);
     }
 
     /// The channel exists, or the shard may keep one more.
@@ -403,6 +402,11 @@ impl Home {
                 && s.cursors.is_empty()
                 && s.counters.idle(now_ms))
         });
+        // The journal keeps the marks of at most MaxChannels forgotten channels.
+        if marks_kept {
+            let stores = &self.stores;
+            self.events_journal.borrow_mut().trim_marks(self.limits.max_channels as usize, &|k| stores.contains_key(k));
+        }
     }
 
     /// Delete the durable subscriptions nobody attached for the expiry period (looked
@@ -430,12 +434,13 @@ impl Home {
     }
 
     /// A store forgotten by the sweep comes back with the next sequence number the
-    /// journal remembers for it, so its sequence never restarts.
+    /// journal remembers for it (its mark, or its bucket's floor), so its sequence never
+    /// restarts.
     fn store(&mut self, key: &ChannelKey) -> &mut StoreChan {
         let (j, pending) = (&self.events_journal, &self.feeds_pending);
         channel(&mut self.stores, key, || {
             let mut s = StoreChan::new(key.clone(), j.clone(), pending.clone());
-            s.next_seq = j.borrow().next_seq_mark(key).unwrap_or(1);
+            s.next_seq = j.borrow().start_seq(key);
             s
         })
     }

@@ -85,6 +85,25 @@ pub mod rtype {
     pub const CURSOR: u8 = 5;
     /// An events-store channel's next sequence number (survives retention).
     pub const SEQ_MARK: u8 = 6;
+    /// A sequence floor: bucket (u16), next sequence. Every events-store channel name
+    /// in the bucket that has no mark of its own starts at or above it.
+    pub const SEQ_FLOOR: u8 = 7;
+}
+
+/// Buckets of the sequence floors ([`rtype::SEQ_FLOOR`]): the marks of forgotten
+/// events-store channels past the shard's limit are folded into these, so the marks
+/// kept stay bounded while no channel's sequence ever restarts.
+pub const SEQ_FLOOR_BUCKETS: usize = 4096;
+
+/// The floor bucket of an events-store channel name: FNV-1a (64 bit) of its bytes,
+/// stable across restarts and independent of the shard placement hash.
+pub fn seq_floor_bucket(name: &str) -> usize {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    (h >> 32) as usize % SEQ_FLOOR_BUCKETS
 }
 
 /// The next sequence of a [`rtype::CURSOR`] record that deletes the cursor.
@@ -170,6 +189,10 @@ pub struct JournalStats {
     pub segment_bytes: u64,
     /// Write or sync failures.
     pub errors: u64,
+    /// Events-store channel names whose next sequence number is kept (events log).
+    pub seq_marks: u64,
+    /// Marks of forgotten channels folded into the sequence floors.
+    pub seq_marks_folded: u64,
 }
 
 /// Records waiting for a commit: (segment id, encoded records, record count).
@@ -196,6 +219,9 @@ pub struct Journal {
     /// start of every segment.
     cursors: HashMap<(ChannelKey, String), u64>,
     seq_marks: HashMap<ChannelKey, u64>,
+    /// Sequence floors by bucket ([`SEQ_FLOOR_BUCKETS`] long once a mark was folded,
+    /// empty before): where a channel without a mark starts.
+    seq_floors: Vec<u64>,
     dirty: Vec<((ChannelKey, String), u64)>,
     /// Bytes of the cursor/mark snapshot at the start of the active segment: a
     /// segment rolls after `SEGMENT_BYTES` of records beyond it, so a snapshot of any
@@ -235,6 +261,7 @@ impl Journal {
             live: BTreeMap::new(),
             cursors: HashMap::new(),
             seq_marks: HashMap::new(),
+            seq_floors: Vec::new(),
             dirty: Vec::new(),
             snapshot_bytes: 0,
             rolling: false,
@@ -322,6 +349,11 @@ impl Journal {
         for (key, next) in marks {
             self.write_seq_mark(&key, next);
         }
+        for bucket in 0..self.seq_floors.len() {
+            if self.seq_floors[bucket] > 1 {
+                self.write_seq_floor(bucket, self.seq_floors[bucket]);
+            }
+        }
         self.snapshot_bytes = self.active_bytes - start;
         self.rolling = false;
     }
@@ -365,7 +397,14 @@ impl Journal {
     pub fn store_publish(&mut self, key: &ChannelKey, seq: u64, ts: u64, payload: &[u8]) -> u64 {
         let seg = self.push_keyed(rtype::STORE_PUBLISH, key, [&seq.to_be_bytes(), &ts.to_be_bytes(), payload], true);
         if self.enabled {
-            self.seq_marks.insert(key.clone(), seq.wrapping_add(1));
+            let next = seq.wrapping_add(1);
+            match self.seq_marks.get_mut(key) {
+                Some(m) => *m = next,
+                None => {
+                    self.seq_marks.insert(key.clone(), next);
+                    self.stats.seq_marks = self.seq_marks.len() as u64;
+                }
+            }
         }
         seg
     }
@@ -414,15 +453,70 @@ impl Journal {
         self.push_keyed(rtype::SEQ_MARK, key, [&next.to_be_bytes()], false);
     }
 
-    /// The next sequence number of an events-store channel, as last logged.
-    pub fn next_seq_mark(&self, key: &ChannelKey) -> Option<u64> {
-        self.seq_marks.get(key).copied()
+    fn write_seq_floor(&mut self, bucket: usize, next: u64) {
+        let b = (bucket as u16).to_be_bytes();
+        self.push(rtype::SEQ_FLOOR, &[&b, &next.to_be_bytes()], false);
     }
 
-    /// Restore the cursor and sequence-mark state found by recovery.
-    pub fn restore_marks(&mut self, cursors: HashMap<(ChannelKey, String), u64>, marks: HashMap<ChannelKey, u64>) {
+    /// Where the sequence of an events-store channel the shard does not keep starts:
+    /// its mark (the next number it would have had), else the floor of its bucket,
+    /// else 1. Either is above every number the channel ever had.
+    pub fn start_seq(&self, key: &ChannelKey) -> u64 {
+        if let Some(m) = self.seq_marks.get(key) {
+            return *m;
+        }
+        self.seq_floors.get(seq_floor_bucket(&key.name)).copied().unwrap_or(1).max(1)
+    }
+
+    /// Keep the marks of at most `keep_forgotten` channels the shard no longer keeps
+    /// (`kept` tells which it keeps): past that, marks of forgotten channels are folded
+    /// into the floors of their buckets until a quarter of the room is free again, and
+    /// each raised floor is logged. A name whose mark was folded comes back at its
+    /// bucket's floor: above every number it had, perhaps with a gap. Returns the marks
+    /// folded.
+    pub fn trim_marks(&mut self, keep_forgotten: usize, kept: &dyn Fn(&ChannelKey) -> bool) -> usize {
+        if !self.enabled || self.seq_marks.len() <= keep_forgotten {
+            return 0;
+        }
+        let forgotten: Vec<ChannelKey> = self.seq_marks.keys().filter(|k| !kept(k)).cloned().collect();
+        if forgotten.len() <= keep_forgotten {
+            return 0;
+        }
+        let fold = forgotten.len() - (keep_forgotten - keep_forgotten / 4);
+        if self.seq_floors.is_empty() {
+            self.seq_floors = vec![1; SEQ_FLOOR_BUCKETS];
+        }
+        let mut raised = Vec::new();
+        for key in &forgotten[..fold] {
+            let Some(next) = self.seq_marks.remove(key) else { continue };
+            let bucket = seq_floor_bucket(&key.name);
+            if next > self.seq_floors[bucket] {
+                self.seq_floors[bucket] = next;
+                raised.push(bucket);
+            }
+        }
+        raised.sort_unstable();
+        raised.dedup();
+        for bucket in raised {
+            self.write_seq_floor(bucket, self.seq_floors[bucket]);
+        }
+        self.stats.seq_marks = self.seq_marks.len() as u64;
+        self.stats.seq_marks_folded += fold as u64;
+        self.wake();
+        fold
+    }
+
+    /// Restore the cursor, sequence-mark and sequence-floor state found by recovery.
+    pub fn restore_marks(
+        &mut self,
+        cursors: HashMap<(ChannelKey, String), u64>,
+        marks: HashMap<ChannelKey, u64>,
+        floors: Vec<u64>,
+    ) {
         self.cursors = cursors;
         self.seq_marks = marks;
+        self.stats.seq_marks = self.seq_marks.len() as u64;
+        self.seq_floors = floors;
         // The new segment starts with them, like every segment.
         self.write_snapshot();
     }
@@ -936,13 +1030,62 @@ mod tests {
         assert!(gone.contains(&old) && gone.contains(&new), "{gone:?}");
     }
 
+    /// Marks of forgotten channels past the limit are folded into floors that are
+    /// logged: after the segments holding the old marks are gone, a restart still
+    /// starts every folded name above every number it had, and the marks kept stay
+    /// within the limit. (Before: every name ever used kept its mark in memory and in
+    /// every segment's snapshot.)
+    #[test]
+    fn folded_marks_survive_on_disk_as_floors() {
+        let key = |i: u64| ChannelKey::new(Pattern::EventsStore, &format!("churn-{i}"));
+        let mut j = Journal::enabled(LogKind::Events, 1, BTreeMap::new());
+        for i in 0..40u64 {
+            for seq in 1..=i + 1 {
+                j.store_publish(&key(i), seq, 0, b"e");
+            }
+        }
+        assert_eq!(j.stats.seq_marks, 40);
+        // Channel 0 is still kept by its shard: its mark is never folded.
+        let folded = j.trim_marks(8, &|k| *k == key(0));
+        assert_eq!(folded, 39 - 6, "a quarter of the room is freed");
+        assert_eq!(j.stats.seq_marks, 7);
+        assert_eq!(j.stats.seq_marks_folded, 33);
+        assert_eq!(j.start_seq(&key(0)), 2);
+        for i in 1..40 {
+            assert!(j.start_seq(&key(i)) > i + 1, "channel {i} would restart at {}", j.start_seq(&key(i)));
+        }
+        assert_eq!(j.trim_marks(8, &|k| *k == key(0)), 0, "within the limit now");
+        // The segment with the publishes and the old marks is deleted; what is left is
+        // the segment after it, starting with the snapshot.
+        let _ = j.take();
+        j.roll();
+        let (batches, _, _) = j.take();
+        let dir = std::env::temp_dir().join(format!("sluice-floors-{}", std::process::id()));
+        let log = log_dir(&dir, 0, LogKind::Events);
+        std::fs::create_dir_all(&log).unwrap();
+        let mut seg = header(LogKind::Events, 0).to_vec();
+        for (id, data, _) in &batches {
+            assert_eq!(*id, 2);
+            seg.extend_from_slice(data);
+        }
+        std::fs::write(log.join(segment_name(2)), &seg).unwrap();
+        let rec = recovery::recover(&dir, 0, recovery::Mode::Verify).unwrap();
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(rec.seq_marks.len(), 7);
+        let mut again = Journal::enabled(LogKind::Events, 3, BTreeMap::new());
+        again.restore_marks(rec.cursors, rec.seq_marks, rec.seq_floors);
+        for i in 0..40 {
+            assert!(again.start_seq(&key(i)) > i + 1, "after a restart channel {i} would restart");
+        }
+    }
+
     /// Restoring the same snapshot at start-up does not recurse either.
     #[test]
     fn restoring_a_snapshot_larger_than_a_segment() {
         let mut j = Journal::enabled(LogKind::Events, 7, BTreeMap::new());
         let mut big = Journal::disabled(LogKind::Events);
         marks(&mut big, 300_000);
-        j.restore_marks(HashMap::new(), std::mem::take(&mut big.seq_marks));
+        j.restore_marks(HashMap::new(), std::mem::take(&mut big.seq_marks), Vec::new());
         assert_eq!(j.active, 7);
         assert!(j.snapshot_bytes > SEGMENT_BYTES);
         j.push(rtype::SEQ_MARK, &[b"next"], false);

@@ -63,6 +63,8 @@ pub struct RecoveredShard {
     pub cursors: HashMap<(ChannelKey, String), u64>,
     /// Next sequence number per events-store channel.
     pub seq_marks: HashMap<ChannelKey, u64>,
+    /// Sequence floors by bucket (empty when none was logged).
+    pub seq_floors: Vec<u64>,
     /// The queues log.
     pub queue_log: LogState,
     /// The events log.
@@ -407,6 +409,17 @@ fn apply(rt: u8, body: &[u8], seg: u64, r: &mut RecoveredShard) -> Result<(), &'
             let next = b.u64()?;
             let mark = r.seq_marks.entry(key).or_insert(1);
             *mark = (*mark).max(next);
+        }
+        rtype::SEQ_FLOOR => {
+            let bucket = b.u16()? as usize;
+            let next = b.u64()?;
+            if bucket >= super::SEQ_FLOOR_BUCKETS {
+                return Err("sequence floor bucket out of range");
+            }
+            if r.seq_floors.is_empty() {
+                r.seq_floors = vec![1; super::SEQ_FLOOR_BUCKETS];
+            }
+            r.seq_floors[bucket] = r.seq_floors[bucket].max(next);
         }
         _ => return Err("unknown record type"),
     }
