@@ -1957,6 +1957,25 @@ mod tests {
     use crate::store::LogKind;
     use std::collections::BTreeMap;
 
+    /// A restart keeps the next sequence number of a forgotten events-store channel
+    /// (one with nothing left but its mark) in the journal only: no empty channel is
+    /// rebuilt to take one of the shard's slots, and the channel goes on from its mark
+    /// when it is used again. (Before, every mark rebuilt an empty channel; with many
+    /// marks the shard was full of them and refused new channels until the sweep.)
+    #[test]
+    fn a_restart_rebuilds_no_channel_for_a_mark_alone() {
+        let qj = Rc::new(RefCell::new(Journal::disabled(LogKind::Queues)));
+        let ej = Rc::new(RefCell::new(Journal::enabled(LogKind::Events, 2, BTreeMap::new())));
+        let mut home = Home::new(0, Retention::default(), qj, ej.clone());
+        let key = ChannelKey::new(Pattern::EventsStore, "forgotten");
+        let mut rec = RecoveredShard::default();
+        rec.seq_marks.insert(key.clone(), 9);
+        home.restore(rec);
+        assert_eq!(home.channel_count(), 0);
+        assert_eq!(ej.borrow().stats.seq_marks, 1);
+        assert_eq!(home.store(&key).next_seq, 9);
+    }
+
     /// Compaction whose commit fails: the next tick appends the message again, and
     /// only the commit of that copy lets the original segment go (before, nothing
     /// appended it again and the original segment was deleted with the next commit:
