@@ -12,6 +12,10 @@ step "promtool (Debian's prometheus package) for the deploy/prometheus checks"
 command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
   apt-get install -y -qq --no-install-recommends prometheus >/dev/null)
 
+step "libfaketime (Debian) for tests/clock.rs: the broker's wall clock stepped while it runs"
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || (apt-get update -qq && \
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libfaketime >/dev/null)
+
 step "toolchain checks: rustfmt, clippy"
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings

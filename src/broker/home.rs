@@ -83,7 +83,7 @@ struct Counters {
     delivered: u64,
     dead_lettered: u64,
     deadline_expired: u64,
-    /// When the channel last saw a publish (ms since the epoch).
+    /// When the channel last saw a publish (steady clock).
     touched_ms: u64,
 }
 
@@ -332,7 +332,7 @@ impl Home {
         }
         // The expiry clock of a recovered subscription starts now: the broker did not
         // see it attached while it was down, nor can it tell when it last was.
-        let now = super::now_ms();
+        let now = super::steady_ms();
         for ((key, id), next) in &rec.cursors {
             self.store(key).cursors.insert(id.clone(), Cursor { next: *next, seen_ms: now });
         }
@@ -487,8 +487,10 @@ impl Home {
                         let retention = self.retention;
                         let s = self.store(&key);
                         s.counters.count_publish(bytes, now_ms);
+                        // Retention by age is on the wall clock, as the events' times are.
+                        let wall_ms = msg.received_ms;
                         s.publish(msg, done, out);
-                        s.trim(now_ms, retention);
+                        s.trim(wall_ms, retention);
                     }
                     // RPC channels receive RpcRequest, never Publish.
                     Pattern::Commands | Pattern::Queries => out.extend(ack.map(done_ok)),
@@ -677,7 +679,7 @@ impl Home {
         resume_at: Option<u64>,
         out: &mut Vec<ShardMsg>,
     ) {
-        let now_ms = super::now_ms();
+        let now_ms = super::steady_ms();
         match key.pattern {
             Pattern::Queues => {
                 let max = self.max_receive_count;
@@ -721,10 +723,12 @@ impl Home {
             self.next_sweep_ms = now_ms.saturating_add(SWEEP_MS);
             self.expire_durables(now_ms);
             self.sweep(now_ms);
-            // Retention by age, to the second (by size it is kept at every publish).
+            // Retention by age, to the second (by size it is kept at every publish),
+            // on the wall clock, as the events' times are.
             let retention = self.retention;
+            let wall_ms = super::wall_ms();
             for s in self.stores.values_mut() {
-                s.trim(now_ms, retention);
+                s.trim(wall_ms, retention);
             }
         }
         let due = self.earliest_deadline.get();
@@ -835,7 +839,8 @@ impl Home {
 
     /// Call `f` with the backlog of every channel homed here.
     fn visit_backlog<'a>(&'a self, mut f: impl FnMut(&'a ChannelKey, &Backlog)) {
-        let now = super::now_ms();
+        // Ages of messages: their times are on the wall clock.
+        let now = super::wall_ms();
         let backlog = |undelivered: u64, outstanding: u64, consumers: u64, c: &Counters, oldest: Option<u64>| Backlog {
             undelivered,
             outstanding,
@@ -1534,23 +1539,29 @@ impl StoreChan {
         let msg = msg.owned();
         let seq = self.next_seq;
         self.next_seq = self.next_seq.wrapping_add(1);
+        // An event's time is its arrival on the wall clock, never before the time of
+        // the event before it: after the wall clock is stepped back, the log's times
+        // stay in order, so a `time:` position still finds the first event at or after
+        // it (a binary search over times out of order could skip every event).
+        let ts_ms = self.log.back().map_or(msg.received_ms, |e| e.ts_ms.max(msg.received_ms));
         let mut j = self.journal.borrow_mut();
-        let seg = j.store_publish(&self.key, seq, msg.received_ms, &msg.payload);
+        let seg = j.store_publish(&self.key, seq, ts_ms, &msg.payload);
         if let Some(done) = done {
             j.after_commit(done, out);
         }
         drop(j);
         self.bytes += msg.payload.len() as u64;
-        self.log.push_back(StoredEvent { seq, ts_ms: msg.received_ms, msg, seg });
+        self.log.push_back(StoredEvent { seq, ts_ms, msg, seg });
         for i in 0..self.readers.len() {
             self.feed(i, out);
         }
     }
 
-    /// Drop the oldest events beyond the retention age or size.
-    fn trim(&mut self, now_ms: u64, r: Retention) {
+    /// Drop the oldest events beyond the retention age (against `wall_ms`, the wall
+    /// clock of their times) or size.
+    fn trim(&mut self, wall_ms: u64, r: Retention) {
         while let Some(front) = self.log.front() {
-            let too_old = r.max_age_ms > 0 && now_ms.saturating_sub(front.ts_ms) > r.max_age_ms;
+            let too_old = r.max_age_ms > 0 && wall_ms.saturating_sub(front.ts_ms) > r.max_age_ms;
             let too_big = r.max_bytes > 0 && self.bytes > r.max_bytes;
             if !(too_old || too_big) {
                 break;

@@ -312,7 +312,7 @@ pub enum ShardMsg {
         key: ChannelKey,
         /// The rewritten request.
         msg: Msg,
-        /// When it expires (ms since the epoch).
+        /// When it expires (steady clock, [`steady_ms`]).
         deadline_ms: u64,
     },
 
@@ -464,7 +464,24 @@ pub fn pattern_label(p: Pattern) -> &'static str {
     p.as_str()
 }
 
-/// Milliseconds since the Unix epoch.
-pub fn now_ms() -> u64 {
+/// The wall clock: milliseconds since the Unix epoch. For timestamps only: when a
+/// message arrived, an event's time (retention by age, `time:` start positions), a
+/// token's expiry. Never for a deadline: NTP, a resumed VM or an operator may step it.
+pub fn wall_ms() -> u64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+/// Where the steady clock starts: far enough from 0 that "now minus a period" never
+/// saturates into the "none" value some deadlines use.
+const STEADY_ORIGIN_MS: u64 = 1 << 30;
+
+/// The steady clock: milliseconds on the monotonic clock since the process first read
+/// it (plus [`STEADY_ORIGIN_MS`]), the same on every shard. For every deadline, timeout
+/// and period (ack deadlines, RPC timeouts, idle channels, durable-subscription
+/// expiry, sweeps): a step of the wall clock moves none of them
+/// (`tests/clock.rs`). Never stored: it restarts with the process.
+pub fn steady_ms() -> u64 {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let origin = *ORIGIN.get_or_init(std::time::Instant::now);
+    STEADY_ORIGIN_MS + origin.elapsed().as_millis() as u64
 }

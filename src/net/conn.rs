@@ -6,7 +6,9 @@ use crate::broker::address::{self, ChannelKey, Node};
 use crate::broker::home::{BATCH_OVERHEAD, EVENT_OVERHEAD};
 use crate::broker::message::{self, Refusal};
 use crate::broker::selector::Selector;
-use crate::broker::{now_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH};
+use crate::broker::{
+    steady_ms, wall_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH,
+};
 use crate::config::Pattern;
 use crate::shard::metrics::{add, gauge, pattern_index, ConnectionInfo, LinkInfo};
 use crate::shard::{Inbox, Shard};
@@ -225,8 +227,10 @@ struct Driver {
     rings_behind_held: bool,
     reject: Option<Error>,
     read_size: usize,
-    /// Wall clock (ms since the epoch) read once per driver turn.
+    /// Wall clock (ms since the epoch) read once per driver turn: message timestamps.
     epoch_ms: u64,
+    /// Steady clock ([`steady_ms`]) read with `epoch_ms`: RPC deadlines, cache ages.
+    steady: u64,
     rng: u64,
     registry_at: Instant,
     /// A deferred registry refresh is due at this driver time (ms).
@@ -323,7 +327,8 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         rings_behind_held: false,
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
         read_size: READ_MIN,
-        epoch_ms: now_ms(),
+        epoch_ms: wall_ms(),
+        steady: steady_ms(),
         rng: seed(),
         registry_at: started,
         registry_due: None,
@@ -496,7 +501,8 @@ impl Driver {
                 Wake::Inbox => {}
                 Wake::Timer => {}
             }
-            self.epoch_ms = self.shard.refresh_clock();
+            self.steady = self.shard.refresh_clock();
+            self.epoch_ms = self.shard.wall_ms();
             self.engine.handle_timeout(now);
             self.expire_rpc();
             self.retry_topups();
@@ -544,7 +550,7 @@ impl Driver {
         let Some(resource) = crate::auth::authz_resource(key.pattern.as_str()) else { return true };
         let auth = self.shard.global.auth.clone();
         let client = self.info.client_id.clone();
-        self.authz_cache.check(&auth, &client, resource, &key.name, now_ms())
+        self.authz_cache.check(&auth, &client, resource, &key.name, self.steady)
     }
 
     fn auth_timers(&mut self) {
@@ -552,7 +558,7 @@ impl Driver {
             self.auth_failed_at = None;
             self.engine.sasl_outcome(1);
         }
-        if self.expires_at.is_some_and(|t| now_ms() >= t) {
+        if self.expires_at.is_some_and(|t| wall_ms() >= t) {
             self.expires_at = None;
             self.count_error(Scope::Connection);
             self.engine.close(Some(Error::new(condition::UNAUTHORIZED_ACCESS, "credentials expired")));
@@ -560,7 +566,7 @@ impl Driver {
     }
 
     fn next_deadline(&self) -> Option<u64> {
-        let mut rpc = self.deadlines.peek().map(|Reverse((t, _))| self.to_local(*t));
+        let mut rpc = self.deadlines.peek().map(|Reverse((t, _))| self.steady_to_local(*t));
         for t in [self.auth_failed_at, self.expires_at.map(|e| self.to_local(e))].into_iter().flatten() {
             rpc = Some(rpc.map_or(t, |r| r.min(t)));
         }
@@ -580,10 +586,14 @@ impl Driver {
         }
     }
 
-    /// An epoch-ms deadline on this driver's clock.
+    /// An epoch-ms deadline (a token's expiry) on this driver's clock.
     fn to_local(&self, epoch_ms: u64) -> u64 {
-        let now = now_ms();
-        self.now() + epoch_ms.saturating_sub(now)
+        self.now() + epoch_ms.saturating_sub(wall_ms())
+    }
+
+    /// A steady-clock deadline on this driver's clock.
+    fn steady_to_local(&self, steady: u64) -> u64 {
+        self.now() + steady.saturating_sub(steady_ms())
     }
 
     async fn flush<S: AsyncWrite + Unpin>(&mut self, stream: &mut S) -> std::io::Result<()> {
@@ -741,7 +751,7 @@ impl Driver {
             init.mechanism.as_str(),
             init.initial_response.as_deref(),
             self.client_cn.as_deref(),
-            now_ms(),
+            wall_ms(),
         );
         match result {
             Ok(id) => {
@@ -1938,7 +1948,7 @@ impl Driver {
             Properties { reply_to: Some(reply_to), correlation_id: Some(Value::String(request_id)), ..props };
         let payload = message::rebuild(&raw, &rewritten, &[], true);
         let now = self.epoch_ms;
-        let deadline = now + timeout;
+        let deadline = self.steady + timeout;
         let idx = if key.pattern == Pattern::Commands { 0 } else { 1 };
         add(&self.shard.counters.rpc_requests[idx], 1);
         self.pending.insert(seq, PendingRpc { node, correlation, pattern: key.pattern, nonce });
@@ -2000,8 +2010,8 @@ impl Driver {
     }
 
     fn expire_rpc(&mut self) {
-        // The turn's wall clock (read just before this is called).
-        let now = self.epoch_ms;
+        // The turn's steady clock (read just before this is called).
+        let now = self.steady;
         while let Some(Reverse((t, _))) = self.deadlines.peek() {
             if *t > now {
                 break;
@@ -2025,7 +2035,7 @@ impl Driver {
                     ],
                     false,
                 );
-                let _ = self.deliver_to_node(&p.node, Msg { payload, received_ms: now }, None);
+                let _ = self.deliver_to_node(&p.node, Msg { payload, received_ms: self.epoch_ms }, None);
             }
         }
     }
@@ -2270,7 +2280,7 @@ fn parse_start(v: &Value) -> Result<StartPos, String> {
                 StartPos::Time(ms)
             } else if let Some(d) = s.strip_prefix("time-delta:") {
                 let secs = d.parse::<u64>().map_err(|_| bad())?;
-                StartPos::Time(now_ms().saturating_sub(secs.saturating_mul(1000)))
+                StartPos::Time(wall_ms().saturating_sub(secs.saturating_mul(1000)))
             } else {
                 return Err(bad());
             }
@@ -2306,7 +2316,7 @@ fn seed() -> u64 {
             return u64::from_ne_bytes(b) | 1;
         }
     }
-    (now_ms() ^ 0x9e37_79b9_7f4a_7c15) | 1
+    (wall_ms() ^ 0x9e37_79b9_7f4a_7c15) | 1
 }
 
 /// Drop the deadlines of requests already answered once they outnumber the pending

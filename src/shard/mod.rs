@@ -7,7 +7,7 @@ pub mod metrics;
 
 use crate::broker::directory::RouteCache;
 use crate::broker::home::Home;
-use crate::broker::{now_ms, ShardMsg};
+use crate::broker::{steady_ms, wall_ms, ShardMsg};
 use crate::config::{Pattern, Settings};
 use glommio::channels::channel_mesh::{MeshBuilder, Senders};
 use metrics::{AdminRequest, ShardCounters};
@@ -121,9 +121,11 @@ pub struct Shard {
     /// The homes' output buffer, kept between [`Self::pump_local`] calls (one
     /// allocation per shard, not one per routed message).
     home_out: Cell<Vec<ShardMsg>>,
-    /// Wall clock (epoch ms) read once per driver turn, ring batch or tick: the
+    /// Steady clock ([`steady_ms`]) read once per driver turn, ring batch or tick: the
     /// homes use it instead of reading the clock for every message.
     clock_ms: Cell<u64>,
+    /// Wall clock (epoch ms) read with `clock_ms`: message timestamps.
+    wall_ms: Cell<u64>,
     /// What this shard has read from `global.events_dir`.
     routes: RefCell<RouteCache>,
     /// Counters for metrics (plain cells, aggregated at scrape time).
@@ -145,11 +147,23 @@ impl Shard {
         id
     }
 
-    /// Read the wall clock and remember it for the homes (epoch ms).
+    /// Read the clocks and remember them for this turn: the steady clock for the
+    /// homes' deadlines (returned), the wall clock for timestamps ([`Shard::wall_ms`]).
     pub fn refresh_clock(&self) -> u64 {
-        let t = now_ms();
+        let t = steady_ms();
         self.clock_ms.set(t);
+        self.wall_ms.set(wall_ms());
         t
+    }
+
+    /// The steady clock as of the last [`Shard::refresh_clock`].
+    pub fn steady_ms(&self) -> u64 {
+        self.clock_ms.get()
+    }
+
+    /// The wall clock as of the last [`Shard::refresh_clock`] (epoch ms).
+    pub fn wall_ms(&self) -> u64 {
+        self.wall_ms.get()
     }
 
     /// Where a message must be handled: [`ShardMsg::destination`], except for the
@@ -389,7 +403,8 @@ async fn shard_main(
         local: RefCell::new(VecDeque::new()),
         pumping: Cell::new(false),
         home_out: Cell::new(Vec::new()),
-        clock_ms: Cell::new(now_ms()),
+        clock_ms: Cell::new(steady_ms()),
+        wall_ms: Cell::new(wall_ms()),
         routes: RefCell::new(RouteCache::default()),
         counters: ShardCounters::default(),
         registry: RefCell::new(metrics::Registry::default()),
