@@ -10,6 +10,7 @@ use bytes::Bytes;
 use common::{fresh_dir, Broker};
 use sluice_perf::client::{data_message, Client, LinkOptions, WAIT};
 use sluice_proto::codec::{Encode, Fields, Symbol, Value};
+use sluice_proto::engine::LinkId;
 use sluice_proto::types::{
     Attach, AttachTarget, Body, DeliveryState, Message, Properties, RawMessage, Role, Source, Target,
 };
@@ -48,6 +49,21 @@ impl SteppedBroker {
     }
 }
 
+/// A client with one session and an unsettled sender to `addr` that has credit.
+fn producer(b: &Broker, container: &str, addr: &str) -> (Client, u16, LinkId) {
+    let mut c = Client::connect(b.addr(), container).unwrap();
+    let ch = c.begin().unwrap();
+    let s = c.attach_sender(ch, "s", Some(addr), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    (c, ch, s)
+}
+
+/// Publish `body` on `s` and wait for `accepted`.
+fn publish(c: &mut Client, s: LinkId, body: &[u8]) {
+    let id = c.send(s, data_message(body), false).unwrap();
+    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+}
+
 fn body(d: &sluice_proto::engine::Delivery) -> Vec<u8> {
     RawMessage::parse(&d.payload).unwrap().data().unwrap().unwrap()
 }
@@ -59,12 +75,8 @@ fn body(d: &sluice_proto::engine::Delivery) -> Vec<u8> {
 fn a_wall_clock_stepped_back_does_not_hold_back_an_ack_deadline() {
     let sb = SteppedBroker::start(&[]);
     let b = &sb.broker;
-    let mut c = Client::connect(b.addr(), "lease").unwrap();
-    let ch = c.begin().unwrap();
-    let s = c.attach_sender(ch, "s", Some("queues/clock"), &LinkOptions::default()).unwrap();
-    c.wait_credit(s).unwrap();
-    let id = c.send(s, data_message(b"job"), false).unwrap();
-    assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    let (mut c, ch, s) = producer(b, "lease", "queues/clock");
+    publish(&mut c, s, b"job");
     let lease = LinkOptions {
         properties: Some(Fields(vec![(Symbol::new("x-opt-sluice-ack-deadline-seconds"), Value::Uint(1))])),
         ..Default::default()
@@ -152,19 +164,12 @@ fn a_wall_clock_stepped_forward_does_not_time_out_a_waiting_request() {
 fn a_wall_clock_stepped_back_keeps_event_times_in_order() {
     let sb = SteppedBroker::start(&[]);
     let b = &sb.broker;
-    let mut c = Client::connect(b.addr(), "times").unwrap();
-    let ch = c.begin().unwrap();
-    let s = c.attach_sender(ch, "s", Some("events-store/clock-times"), &LinkOptions::default()).unwrap();
-    c.wait_credit(s).unwrap();
-    let mut publish = |c: &mut Client, body: &[u8]| {
-        let id = c.send(s, data_message(body), false).unwrap();
-        assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
-    };
-    publish(&mut c, b"before");
+    let (mut c, ch, s) = producer(b, "times", "events-store/clock-times");
+    publish(&mut c, s, b"before");
     sb.step("-1h");
     c.pump(Duration::from_millis(200)).unwrap();
-    publish(&mut c, b"after-1");
-    publish(&mut c, b"after-2");
+    publish(&mut c, s, b"after-1");
+    publish(&mut c, s, b"after-2");
     let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() - 600;
     let start = LinkOptions {
         properties: Some(Fields(vec![(Symbol::new("x-opt-kubemq-start"), Value::string(&format!("time:{since}")))])),
