@@ -203,6 +203,11 @@ pub struct Opts {
     pub reply_to: Option<String>,
     /// `x-opt-kubemq-start` for events-store subscribers (None: not sent).
     pub start: Option<String>,
+    /// A selector for every consumer link (source filter
+    /// `apache.org:selector-filter:string`; None: no filter).
+    pub selector: Option<String>,
+    /// Application properties every produced message carries (`--property k=v`).
+    pub properties: Vec<(String, String)>,
     /// Seconds after which the run ends wherever it is (rates cover what was done).
     pub timeout: Option<f64>,
     /// Seconds without a delivery, after the producers finished, that end the run.
@@ -260,6 +265,9 @@ options:
   --reply-to A                         rpc: reply to a fixed node A-<worker>-<link> instead of a
                                        dynamic one (RabbitMQ 3.x has no dynamic nodes)
   --start POS                          events-store x-opt-kubemq-start (first, new-only, ...)
+  --selector TEXT                      consumers attach with this selector (source filter)
+  --property KEY=VALUE                 produced messages carry this string application property
+                                       (repeatable)
   --timeout SECS                       end the run after SECS wherever it is (rates cover what was done)
   --idle-end SECS                      end this long after the last delivery once producers finished (default 2)
   --broker-pid PID                     report the broker's CPU seconds (and RSS for idle)
@@ -314,6 +322,8 @@ impl Opts {
             session_window: 262_144,
             max_frame: 65_536,
             start: None,
+            selector: None,
+            properties: Vec::new(),
             reply_to: None,
             timeout: None,
             idle_end: 2.0,
@@ -361,6 +371,12 @@ impl Opts {
                 "--session-window" => o.session_window = count(&val()?)?.clamp(1, u32::MAX as u64) as u32,
                 "--max-frame" => o.max_frame = count(&val()?)?.clamp(512, u32::MAX as u64) as u32,
                 "--start" => o.start = Some(val()?),
+                "--selector" => o.selector = Some(val()?),
+                "--property" => {
+                    let v = val()?;
+                    let (k, v) = v.split_once('=').ok_or("--property takes key=value")?;
+                    o.properties.push((k.to_owned(), v.to_owned()));
+                }
                 "--reply-to" => o.reply_to = Some(val()?),
                 "--idle-end" => o.idle_end = float(&val()?)?,
                 "--timeout" => o.timeout = Some(float(&val()?)?),

@@ -317,6 +317,28 @@ pub fn run(name: String, opts: Arc<Opts>, shared: Arc<Shared>, links: Vec<LinkSp
     }
 }
 
+/// The sections every produced message carries before its body: the durable header
+/// (`--durable`) and the application properties (`--property`).
+fn message_prefix(opts: &Opts) -> Vec<u8> {
+    let mut prefix = BytesMut::new();
+    if opts.durable {
+        prefix.put_slice(DURABLE_HEADER);
+    }
+    if !opts.properties.is_empty() {
+        let m = sluice_proto::types::Message {
+            application_properties: Some(
+                opts.properties.iter().map(|(k, v)| (k.clone(), Value::String(v.clone()))).collect(),
+            ),
+            ..Default::default()
+        };
+        // The message's sections without a body: only the application properties.
+        let encoded = m.to_bytes();
+        let body = sluice_proto::types::Message::default().to_bytes();
+        prefix.put_slice(&encoded[..encoded.len() - body.len()]);
+    }
+    prefix.to_vec()
+}
+
 fn link_name(worker: &str, i: usize, what: &str) -> String {
     format!("{worker}-{what}-{i}")
 }
@@ -342,6 +364,9 @@ impl Worker {
                     let lo = LinkOptions {
                         presettled: opts.recv_settle == Settle::Presettled,
                         properties: start_props.clone(),
+                        filter: opts.selector.as_ref().map(|sel| {
+                            Fields(vec![(Symbol::new("apache.org:selector-filter:string"), Value::String(sel.clone()))])
+                        }),
                         ..Default::default()
                     };
                     let link = c.attach_receiver(ch, &link_name(name, i, "rcv"), Some(address), &lo)?;
@@ -441,7 +466,7 @@ impl Worker {
             clock,
             roles,
             by_link,
-            template: Template::new(if opts.durable { DURABLE_HEADER } else { &[] }, opts.size),
+            template: Template::new(&message_prefix(opts), opts.size),
             pending: VecDeque::new(),
             pending_bytes: 0,
             recv_now: now_ns(),

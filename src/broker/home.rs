@@ -394,18 +394,22 @@ impl Home {
                 && dir.as_ref().is_none_or(|(shard, dir)| dir.forget(k, *shard)))
         });
         self.rpcs.retain(|_, r| !(r.responders.is_empty() && r.waiting.is_empty() && r.counters.idle(now_ms)));
-        self.stores.retain(|_, s| {
-            !((s.next_seq == 1 || marks_kept)
+        let journal = self.events_journal.clone();
+        self.stores.retain(|k, s| {
+            let forget = (s.next_seq == 1 || marks_kept)
                 && s.log.is_empty()
                 && s.readers.is_empty()
                 && s.parked.is_empty()
                 && s.cursors.is_empty()
-                && s.counters.idle(now_ms))
+                && s.counters.idle(now_ms);
+            if forget {
+                journal.borrow_mut().channel_forgotten(k);
+            }
+            !forget
         });
         // The journal keeps the marks of at most MaxChannels forgotten channels.
         if marks_kept {
-            let stores = &self.stores;
-            self.events_journal.borrow_mut().trim_marks(self.limits.max_channels as usize, &|k| stores.contains_key(k));
+            self.events_journal.borrow_mut().trim_marks(self.limits.max_channels as usize);
         }
     }
 
@@ -440,7 +444,10 @@ impl Home {
         let (j, pending) = (&self.events_journal, &self.feeds_pending);
         channel(&mut self.stores, key, || {
             let mut s = StoreChan::new(key.clone(), j.clone(), pending.clone());
-            s.next_seq = j.borrow().start_seq(key);
+            let mut journal = j.borrow_mut();
+            s.next_seq = journal.start_seq(key);
+            journal.channel_kept(key);
+            drop(journal);
             s
         })
     }
@@ -1227,7 +1234,8 @@ struct EvSub {
     /// The window of events on their way, in bytes.
     window: u64,
     group: Option<String>,
-    selector: Option<Selector>,
+    /// Shared by the channel's subscribers with the same selector text.
+    selector: Option<Rc<Selector>>,
     /// Events kept at zero credit (at most `buffer` events and `window` payload
     /// bytes), oldest first.
     held: VecDeque<Msg>,
@@ -1318,6 +1326,9 @@ struct EventsChan {
     subs: Vec<EvSub>,
     group_rr: HashMap<String, usize>,
     counters: Counters,
+    /// Results of the selectors shared by several subscribers, for the event being
+    /// published (kept between publishes for its allocation).
+    shared_results: HashMap<*const Selector, bool>,
 }
 
 impl EventsChan {
@@ -1330,7 +1341,15 @@ impl EventsChan {
             sent_bytes: 0,
             window: spec.events_in_flight_bytes,
             group: spec.group,
-            selector: spec.selector,
+            selector: spec.selector.map(|sel| {
+                // A subscriber with the same selector text shares its selector.
+                self.subs
+                    .iter()
+                    .filter_map(|s| s.selector.as_ref())
+                    .find(|s| s.text() == sel.text())
+                    .cloned()
+                    .unwrap_or_else(|| Rc::new(sel))
+            }),
             held: VecDeque::new(),
             held_bytes: 0,
             buffer: spec.events_buffer,
@@ -1366,7 +1385,13 @@ impl EventsChan {
             }
         }
         let view = self.subs.iter().any(|s| s.selector.is_some()).then(|| SelectorView::new(&msg.payload));
-        let matches = |s: &EvSub| match (&s.selector, &view) {
+        // A selector shared by several subscribers is evaluated once per event.
+        let mut shared = std::mem::take(&mut self.shared_results);
+        shared.clear();
+        let mut matches = |s: &EvSub| match (&s.selector, &view) {
+            (Some(sel), Some(v)) if Rc::strong_count(sel) > 1 => {
+                *shared.entry(Rc::as_ptr(sel)).or_insert_with(|| sel.matches(v))
+            }
             (Some(sel), Some(v)) => sel.matches(v),
             _ => true,
         };
@@ -1400,6 +1425,7 @@ impl EventsChan {
                 stats.events_dropped_no_credit += s.hold_or_drop(msg.clone());
             }
         }
+        self.shared_results = shared;
         for (first, members) in groups {
             if members.is_empty() {
                 continue;
@@ -1483,6 +1509,9 @@ struct StoreChan {
     /// Attaches waiting for a durable identity that is still held.
     parked: Vec<Parked>,
     counters: Counters,
+    /// The selector view of the last event a reader's selector read (by sequence):
+    /// the readers fed one new event share one parse of it.
+    view: Option<(u64, SelectorView)>,
 }
 
 /// A durable subscription's position, and when it was last seen attached (or let
@@ -1514,6 +1543,7 @@ impl StoreChan {
             live: HashSet::default(),
             parked: Vec::new(),
             counters: Counters::default(),
+            view: None,
         }
     }
 
@@ -1569,6 +1599,9 @@ impl StoreChan {
             if let Some(e) = self.log.pop_front() {
                 self.bytes -= e.msg.payload.len() as u64;
                 self.journal.borrow_mut().unref(e.seg);
+                if self.view.as_ref().is_some_and(|(seq, _)| *seq == e.seq) {
+                    self.view = None;
+                }
             }
         }
     }
@@ -1705,7 +1738,10 @@ impl StoreChan {
         // follows the log's sequence numbers across any gap.
         while let Some(ev) = self.log.get(at) {
             if let Some(sel) = &r.selector {
-                if !sel.matches(&SelectorView::new(&ev.msg.payload)) {
+                if self.view.as_ref().is_none_or(|(seq, _)| *seq != ev.seq) {
+                    self.view = Some((ev.seq, SelectorView::new(&ev.msg.payload)));
+                }
+                if !self.view.as_ref().is_some_and(|(_, v)| sel.matches(v)) {
                     r.next = ev.seq + 1;
                     at += 1;
                     if started.elapsed() >= FEED_SLICE {
@@ -1967,6 +2003,90 @@ mod tests {
     use super::*;
     use crate::store::LogKind;
     use std::collections::BTreeMap;
+
+    fn selector_spec(selector: &str) -> Box<SubSpec> {
+        Box::new(SubSpec {
+            group: None,
+            selector: Some(Selector::parse(selector).unwrap()),
+            start: StartPos::NewOnly,
+            durable: None,
+            presettled: true,
+            max_unsettled: 16,
+            batch: 1,
+            hold: false,
+            max_outstanding_messages: 0,
+            max_outstanding_bytes: 0,
+            events_buffer: 16,
+            events_in_flight_bytes: 1 << 20,
+            ack_deadline_ms: 0,
+        })
+    }
+
+    fn colored(color: &str) -> Msg {
+        use sluice_proto::codec::Encode;
+        let m = sluice_proto::types::Message {
+            application_properties: Some(vec![("color".to_owned(), Value::string(color))]),
+            body: sluice_proto::types::Body::Data(bytes::Bytes::from_static(b"e")),
+            ..Default::default()
+        };
+        Msg { payload: m.to_bytes().freeze(), received_ms: 1 }
+    }
+
+    fn subscribe_all(home: &mut Home, key: &ChannelKey, selectors: &[&str]) {
+        let mut out = Vec::new();
+        for (i, sel) in selectors.iter().enumerate() {
+            let sub = SubRef { shard: 0, conn: 1, link: i as u64 };
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub, spec: selector_spec(sel) }, 1, &mut out);
+        }
+        assert_eq!(out.len(), selectors.len(), "{out:?}");
+        assert!(out.iter().all(|m| matches!(m, ShardMsg::SubscribeDone { result: Ok(_), .. })), "{out:?}");
+    }
+
+    fn events_home() -> Home {
+        let qj = Rc::new(RefCell::new(Journal::disabled(LogKind::Queues)));
+        let ej = Rc::new(RefCell::new(Journal::disabled(LogKind::Events)));
+        Home::new(0, Retention::default(), qj, ej)
+    }
+
+    /// Events subscribers with the same selector text share one evaluation per event:
+    /// 100 subscribers with one selector and one with another cost two evaluations,
+    /// not 101, and each still gets what its selector matches.
+    #[test]
+    fn subscribers_with_the_same_selector_share_its_evaluation() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Events, "shared");
+        let mut selectors = vec!["color = 'red'"; 100];
+        selectors.push("color = 'blue'");
+        subscribe_all(&mut home, &key, &selectors);
+        let before = crate::broker::selector::EVALUATIONS.with(|n| n.get());
+        let mut out = Vec::new();
+        home.handle(ShardMsg::Publish { key: key.clone(), msg: colored("red"), ack: None }, 2, &mut out);
+        let evaluations = crate::broker::selector::EVALUATIONS.with(|n| n.get()) - before;
+        assert_eq!(evaluations, 2);
+        let e = &home.events[&key];
+        let got: Vec<usize> = e.subs.iter().map(|s| s.held.len() + s.pending.len()).collect();
+        assert!(got[..100].iter().all(|n| *n == 1), "the red subscribers: {got:?}");
+        assert_eq!(got[100], 0, "the blue one");
+    }
+
+    /// Events-store readers fed one new event share one parse of it for their
+    /// selectors (before: one per reader).
+    #[test]
+    fn readers_fed_one_event_share_its_selector_view() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::EventsStore, "shared");
+        subscribe_all(&mut home, &key, &["color = 'red'"; 10]);
+        let before = crate::broker::message::VIEWS.with(|n| n.get());
+        let mut out = Vec::new();
+        home.handle(ShardMsg::Publish { key: key.clone(), msg: colored("red"), ack: None }, 2, &mut out);
+        assert_eq!(crate::broker::message::VIEWS.with(|n| n.get()) - before, 1);
+        let s = &home.stores[&key];
+        assert!(s.readers.iter().all(|r| r.members.iter().all(|m| m.ring.ring.len() == 1)));
+        home.handle(ShardMsg::Publish { key: key.clone(), msg: colored("blue"), ack: None }, 3, &mut out);
+        let s = &home.stores[&key];
+        assert!(s.readers.iter().all(|r| r.next == 3), "each reader stepped over the blue event");
+        assert!(s.readers.iter().all(|r| r.members.iter().all(|m| m.ring.ring.len() == 1)));
+    }
 
     /// A restart keeps the next sequence number of a forgotten events-store channel
     /// (one with nothing left but its mark) in the journal only: no empty channel is

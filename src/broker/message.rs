@@ -114,7 +114,14 @@ pub fn app_property(raw: &RawMessage, name: &str) -> Option<Value> {
     raw.application_properties().ok().flatten()?.into_iter().find(|(k, _)| k == name).map(|(_, v)| v)
 }
 
+#[cfg(test)]
+thread_local! {
+    /// Selector views built on this thread (tests count the parses).
+    pub(crate) static VIEWS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// The fields a selector can see: application-properties and the JMS header names.
+#[derive(Debug)]
 pub struct SelectorView {
     raw: RawMessage,
     props: Option<Properties>,
@@ -125,6 +132,8 @@ pub struct SelectorView {
 impl SelectorView {
     /// A view of `payload` (a message that failed to parse shows nothing).
     pub fn new(payload: &Bytes) -> Self {
+        #[cfg(test)]
+        VIEWS.with(|n| n.set(n.get() + 1));
         let raw = RawMessage::parse(payload).unwrap_or_default();
         let props = raw.properties().ok().flatten();
         let header = raw.header().ok().flatten();

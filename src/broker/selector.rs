@@ -67,10 +67,19 @@ const PARSER_RECURSION_LIMIT: usize = 256;
 /// Longest error reason returned by [`Selector::parse`], in bytes.
 const MAX_ERROR_BYTES: usize = 200;
 
+#[cfg(test)]
+thread_local! {
+    /// Selector evaluations on this thread (tests count them).
+    pub(crate) static EVALUATIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 /// A parsed selector.
 #[derive(Debug, Clone)]
 pub struct Selector {
     root: Node,
+    /// The text it was parsed from (at most [`MAX_SELECTOR_BYTES`]): subscribers with the
+    /// same text share one evaluation per message.
+    text: Box<str>,
 }
 
 /// Values a selector can read from a message.
@@ -125,8 +134,15 @@ impl Selector {
         parse_selector(text).map_err(clip_reason)
     }
 
+    /// The text it was parsed from.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// True only when the selector evaluates to TRUE (UNKNOWN and FALSE both reject).
     pub fn matches(&self, msg: &dyn SelectorSource) -> bool {
+        #[cfg(test)]
+        EVALUATIONS.with(|n| n.set(n.get() + 1));
         self.eval(msg) == Tri::True
     }
 
@@ -231,7 +247,7 @@ fn parse_selector(text: &str) -> Result<Selector, String> {
     if !matches!(ty, Ty::Bool | Ty::Any) {
         return Err(format!("selector must be a boolean expression, not {}", ty.name()));
     }
-    Ok(Selector { root })
+    Ok(Selector { root, text: text.into() })
 }
 
 /// Whether `text` has `!=` outside string literals (sqlparser would read it as `<>`).

@@ -198,6 +198,14 @@ pub struct JournalStats {
 /// Records waiting for a commit: (segment id, encoded records, record count).
 type Batch = (u64, Vec<u8>, u64);
 
+/// An events-store channel's next sequence number, and whether its shard keeps the
+/// channel (a forgotten channel's mark may be folded into the floors).
+#[derive(Debug, Clone, Copy)]
+struct Mark {
+    next: u64,
+    kept: bool,
+}
+
 /// The synchronous half of a log: the home appends records here, the commit task
 /// writes them. Owned by one shard.
 #[derive(Debug)]
@@ -218,7 +226,10 @@ pub struct Journal {
     /// Latest durable cursors and sequence marks (events log): re-written at the
     /// start of every segment.
     cursors: HashMap<(ChannelKey, String), u64>,
-    seq_marks: HashMap<ChannelKey, u64>,
+    seq_marks: HashMap<ChannelKey, Mark>,
+    /// Marks whose channel the shard keeps (`Mark::kept`): the others, forgotten, are
+    /// `seq_marks.len() - kept_marks`, known without a walk.
+    kept_marks: usize,
     /// Sequence floors by bucket ([`SEQ_FLOOR_BUCKETS`] long once a mark was folded,
     /// empty before): where a channel without a mark starts.
     seq_floors: Vec<u64>,
@@ -261,6 +272,7 @@ impl Journal {
             live: BTreeMap::new(),
             cursors: HashMap::new(),
             seq_marks: HashMap::new(),
+            kept_marks: 0,
             seq_floors: Vec::new(),
             dirty: Vec::new(),
             snapshot_bytes: 0,
@@ -345,7 +357,7 @@ impl Journal {
         for ((key, id), next) in cursors {
             self.write_cursor(&key, &id, next);
         }
-        let marks: Vec<_> = self.seq_marks.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let marks: Vec<_> = self.seq_marks.iter().map(|(k, m)| (k.clone(), m.next)).collect();
         for (key, next) in marks {
             self.write_seq_mark(&key, next);
         }
@@ -398,10 +410,18 @@ impl Journal {
         let seg = self.push_keyed(rtype::STORE_PUBLISH, key, [&seq.to_be_bytes(), &ts.to_be_bytes(), payload], true);
         if self.enabled {
             let next = seq.wrapping_add(1);
+            // A channel that takes a publish is kept by its shard.
             match self.seq_marks.get_mut(key) {
-                Some(m) => *m = next,
+                Some(m) => {
+                    m.next = next;
+                    if !m.kept {
+                        m.kept = true;
+                        self.kept_marks += 1;
+                    }
+                }
                 None => {
-                    self.seq_marks.insert(key.clone(), next);
+                    self.seq_marks.insert(key.clone(), Mark { next, kept: true });
+                    self.kept_marks += 1;
                     self.stats.seq_marks = self.seq_marks.len() as u64;
                 }
             }
@@ -463,35 +483,55 @@ impl Journal {
     /// else 1. Either is above every number the channel ever had.
     pub fn start_seq(&self, key: &ChannelKey) -> u64 {
         if let Some(m) = self.seq_marks.get(key) {
-            return *m;
+            return m.next;
         }
         self.seq_floors.get(seq_floor_bucket(&key.name)).copied().unwrap_or(1).max(1)
     }
 
-    /// Keep the marks of at most `keep_forgotten` channels the shard no longer keeps
-    /// (`kept` tells which it keeps): past that, marks of forgotten channels are folded
-    /// into the floors of their buckets until a quarter of the room is free again, and
-    /// each raised floor is logged. A name whose mark was folded comes back at its
-    /// bucket's floor: above every number it had, perhaps with a gap. Returns the marks
-    /// folded.
-    pub fn trim_marks(&mut self, keep_forgotten: usize, kept: &dyn Fn(&ChannelKey) -> bool) -> usize {
-        if !self.enabled || self.seq_marks.len() <= keep_forgotten {
+    /// The shard keeps the channel of `key` (it was created, or rebuilt).
+    pub fn channel_kept(&mut self, key: &ChannelKey) {
+        if let Some(m) = self.seq_marks.get_mut(key) {
+            if !m.kept {
+                m.kept = true;
+                self.kept_marks += 1;
+            }
+        }
+    }
+
+    /// The shard forgot the channel of `key`: its mark, if any, is a forgotten one.
+    pub fn channel_forgotten(&mut self, key: &ChannelKey) {
+        if let Some(m) = self.seq_marks.get_mut(key) {
+            if m.kept {
+                m.kept = false;
+                self.kept_marks -= 1;
+            }
+        }
+    }
+
+    /// Keep the marks of at most `keep_forgotten` channels the shard no longer keeps:
+    /// past that, marks of forgotten channels are folded into the floors of their
+    /// buckets until a quarter of the room is free again, and each raised floor is
+    /// logged. A name whose mark was folded comes back at its bucket's floor: above
+    /// every number it had, perhaps with a gap. Costs nothing while within the limit
+    /// (the forgotten are counted as channels come and go); past it, one walk over the
+    /// marks. Returns the marks folded.
+    pub fn trim_marks(&mut self, keep_forgotten: usize) -> usize {
+        let forgotten = self.seq_marks.len() - self.kept_marks;
+        if !self.enabled || forgotten <= keep_forgotten {
             return 0;
         }
-        let forgotten: Vec<ChannelKey> = self.seq_marks.keys().filter(|k| !kept(k)).cloned().collect();
-        if forgotten.len() <= keep_forgotten {
-            return 0;
-        }
-        let fold = forgotten.len() - (keep_forgotten - keep_forgotten / 4);
+        let fold = forgotten - (keep_forgotten - keep_forgotten / 4);
+        let folding: Vec<ChannelKey> =
+            self.seq_marks.iter().filter(|(_, m)| !m.kept).map(|(k, _)| k.clone()).take(fold).collect();
         if self.seq_floors.is_empty() {
             self.seq_floors = vec![1; SEQ_FLOOR_BUCKETS];
         }
         let mut raised = Vec::new();
-        for key in &forgotten[..fold] {
-            let Some(next) = self.seq_marks.remove(key) else { continue };
+        for key in &folding {
+            let Some(m) = self.seq_marks.remove(key) else { continue };
             let bucket = seq_floor_bucket(&key.name);
-            if next > self.seq_floors[bucket] {
-                self.seq_floors[bucket] = next;
+            if m.next > self.seq_floors[bucket] {
+                self.seq_floors[bucket] = m.next;
                 raised.push(bucket);
             }
         }
@@ -501,9 +541,9 @@ impl Journal {
             self.write_seq_floor(bucket, self.seq_floors[bucket]);
         }
         self.stats.seq_marks = self.seq_marks.len() as u64;
-        self.stats.seq_marks_folded += fold as u64;
+        self.stats.seq_marks_folded += folding.len() as u64;
         self.wake();
-        fold
+        folding.len()
     }
 
     /// Restore the cursor, sequence-mark and sequence-floor state found by recovery.
@@ -514,7 +554,9 @@ impl Journal {
         floors: Vec<u64>,
     ) {
         self.cursors = cursors;
-        self.seq_marks = marks;
+        // No channel is kept yet: the home marks the ones it rebuilds.
+        self.seq_marks = marks.into_iter().map(|(k, next)| (k, Mark { next, kept: false })).collect();
+        self.kept_marks = 0;
         self.stats.seq_marks = self.seq_marks.len() as u64;
         self.seq_floors = floors;
         // The new segment starts with them, like every segment.
@@ -942,7 +984,8 @@ mod tests {
     fn marks(j: &mut Journal, n: u32) {
         let name = "n".repeat(250);
         for i in 0..n {
-            j.seq_marks.insert(ChannelKey::new(Pattern::EventsStore, &format!("{name}{i}")), 1);
+            j.seq_marks
+                .insert(ChannelKey::new(Pattern::EventsStore, &format!("{name}{i}")), Mark { next: 1, kept: false });
         }
     }
 
@@ -1046,7 +1089,10 @@ mod tests {
         }
         assert_eq!(j.stats.seq_marks, 40);
         // Channel 0 is still kept by its shard: its mark is never folded.
-        let folded = j.trim_marks(8, &|k| *k == key(0));
+        for i in 1..40 {
+            j.channel_forgotten(&key(i));
+        }
+        let folded = j.trim_marks(8);
         assert_eq!(folded, 39 - 6, "a quarter of the room is freed");
         assert_eq!(j.stats.seq_marks, 7);
         assert_eq!(j.stats.seq_marks_folded, 33);
@@ -1054,7 +1100,7 @@ mod tests {
         for i in 1..40 {
             assert!(j.start_seq(&key(i)) > i + 1, "channel {i} would restart at {}", j.start_seq(&key(i)));
         }
-        assert_eq!(j.trim_marks(8, &|k| *k == key(0)), 0, "within the limit now");
+        assert_eq!(j.trim_marks(8), 0, "within the limit now");
         // The segment with the publishes and the old marks is deleted; what is left is
         // the segment after it, starting with the snapshot.
         let _ = j.take();
@@ -1085,7 +1131,8 @@ mod tests {
         let mut j = Journal::enabled(LogKind::Events, 7, BTreeMap::new());
         let mut big = Journal::disabled(LogKind::Events);
         marks(&mut big, 300_000);
-        j.restore_marks(HashMap::new(), std::mem::take(&mut big.seq_marks), Vec::new());
+        let marks = big.seq_marks.drain().map(|(k, m)| (k, m.next)).collect();
+        j.restore_marks(HashMap::new(), marks, Vec::new());
         assert_eq!(j.active, 7);
         assert!(j.snapshot_bytes > SEGMENT_BYTES);
         j.push(rtype::SEQ_MARK, &[b"next"], false);
