@@ -2633,6 +2633,61 @@ fn stored_messages_do_not_pin_the_reads_they_came_in() {
     assert_in_queue(&b, "queues/pinned", &expected);
 }
 
+/// Events held for a subscriber at zero credit (`x-opt-sluice-events-buffer`) are kept
+/// beyond their turn too: each gets its own copy, and each counts its record (64
+/// bytes) besides its payload against the subscriber's window. Before, a held 4-byte
+/// event pinned the whole read it came in (up to 512 KiB), and the window counted 4
+/// bytes for it.
+#[test]
+fn events_held_at_zero_credit_do_not_pin_the_reads_they_came_in() {
+    use sluice_proto::codec::{Fields, Value};
+    let b = Broker::start(&[("SLUICE_SHARDS", "1")]);
+    let mut sub = Client::connect(b.addr(), "holder").unwrap();
+    let sch = sub.begin().unwrap();
+    let hold = LinkOptions {
+        properties: Some(Fields(vec![(Symbol::new("x-opt-sluice-events-buffer"), Value::Uint(1 << 20))])),
+        ..Default::default()
+    };
+    let r = sub.attach_receiver(sch, "r", Some("events/held-pin"), &hold).unwrap();
+    sub.pump(Duration::from_millis(200)).unwrap();
+    let mut c = Client::connect(b.addr(), "pinner").unwrap();
+    let ch = c.begin().unwrap();
+    let settled = LinkOptions { presettled: true, ..Default::default() };
+    let held = c.attach_sender(ch, "held", Some("events/held-pin"), &settled).unwrap();
+    let last = c.attach_sender(ch, "last", Some("events/held-pin"), &LinkOptions::default()).unwrap();
+    let e = c.attach_sender(ch, "e", Some("events/held-pin-nobody-listens"), &settled).unwrap();
+    let before = common::rss_kib(b.pid());
+    let filler = data_message(&vec![7u8; 32 * 1024]);
+    const N: u32 = 4000;
+    for i in 0..N {
+        c.wait_credit(held).unwrap_or_else(|e| panic!("credit at event {i}: {e}"));
+        c.send(held, data_message(&i.to_be_bytes()), true).unwrap();
+        for _ in 0..4 {
+            c.wait_credit(e).unwrap();
+            c.send(e, filler.clone(), true).unwrap();
+        }
+        if i % 8 == 0 {
+            c.pump(Duration::from_millis(1)).unwrap();
+        }
+    }
+    // An unsettled one last, same channel and connection: its outcome comes after
+    // everything before it was routed.
+    c.wait_credit(last).unwrap();
+    let id = c.send(last, data_message(&N.to_be_bytes()), false).unwrap();
+    assert_eq!(c.wait_outcome(last, id).unwrap(), Some(DeliveryState::Accepted));
+    sub.pump(Duration::from_millis(300)).unwrap();
+    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
+    eprintln!("broker RSS grew by {grown_mib} MiB for {N} held events of 4 bytes");
+    assert!(grown_mib < 100, "broker RSS grew by {grown_mib} MiB for {N} held events of 4 bytes");
+    // Every one was held, in order.
+    sub.engine().grant_credit(r, N + 10, false).unwrap();
+    for want in 0..=N {
+        let d = sub.receive(r, WAIT).unwrap_or_else(|e| panic!("event {want}: {e}"));
+        let got = sluice_proto::types::RawMessage::parse(&d.payload).unwrap().data().unwrap().unwrap();
+        assert_eq!(got, want.to_be_bytes(), "event {want}");
+    }
+}
+
 /// Each events-store subscription allocates its deliver-first window (MaxUnsettled
 /// slots) when it attaches: one connection's windows are capped at 64 MiB (1,170
 /// subscriptions at the default 1,024 slots), an attach past it is refused with

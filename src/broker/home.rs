@@ -1294,17 +1294,24 @@ impl EvSub {
     /// No credit: hold the event (dropping the oldest beyond the buffer's count, or
     /// beyond the byte window: the newest event is always kept) or drop it.
     /// Returns how many events were dropped.
-    fn hold_or_drop(&mut self, msg: Msg) -> u64 {
+    /// Hold an event at zero credit (or drop it, counted). A held event is kept beyond
+    /// its turn: it gets its own copy of the payload ([`Msg::owned`], made once in
+    /// `owned` for all the subscribers that hold it), so it does not keep the read it
+    /// came in alive; it counts its record ([`EVENT_OVERHEAD`]) besides its
+    /// payload against the window.
+    fn hold_or_drop(&mut self, msg: &Msg, owned: &mut Option<Msg>) -> u64 {
         if self.buffer == 0 {
             self.missed += 1;
             return 1;
         }
-        self.held_bytes += msg.payload.len() as u64;
+        // One copy per event, shared by every subscriber that holds it.
+        let msg = owned.get_or_insert_with(|| msg.clone().owned()).clone();
+        self.held_bytes += msg.payload.len() as u64 + EVENT_OVERHEAD;
         self.held.push_back(msg);
         let mut dropped = 0;
         while self.held.len() > self.buffer as usize || (self.held_bytes > self.window && self.held.len() > 1) {
             let Some(old) = self.held.pop_front() else { break };
-            self.held_bytes -= old.payload.len() as u64;
+            self.held_bytes -= old.payload.len() as u64 + EVENT_OVERHEAD;
             self.missed += 1;
             dropped += 1;
         }
@@ -1314,7 +1321,7 @@ impl EvSub {
     fn flush_held(&mut self, out: &mut Vec<ShardMsg>) {
         while self.room() {
             let Some(m) = self.held.pop_front() else { break };
-            self.held_bytes -= m.payload.len() as u64;
+            self.held_bytes -= m.payload.len() as u64 + EVENT_OVERHEAD;
             self.deliver(m);
         }
         self.flush(out);
@@ -1379,12 +1386,14 @@ impl EventsChan {
                     self.counters.delivered += 1;
                     s.deliver(msg);
                 } else {
-                    stats.events_dropped_no_credit += s.hold_or_drop(msg);
+                    stats.events_dropped_no_credit += s.hold_or_drop(&msg, &mut None);
                 }
                 return;
             }
         }
         let view = self.subs.iter().any(|s| s.selector.is_some()).then(|| SelectorView::new(&msg.payload));
+        // The event's own copy, made when a subscriber first holds it.
+        let mut owned: Option<Msg> = None;
         // A selector shared by several subscribers is evaluated once per event.
         let mut shared = std::mem::take(&mut self.shared_results);
         shared.clear();
@@ -1422,7 +1431,7 @@ impl EventsChan {
                 self.counters.delivered += 1;
                 s.deliver(msg.clone());
             } else {
-                stats.events_dropped_no_credit += s.hold_or_drop(msg.clone());
+                stats.events_dropped_no_credit += s.hold_or_drop(&msg, &mut owned);
             }
         }
         self.shared_results = shared;
@@ -1511,7 +1520,8 @@ struct StoreChan {
     counters: Counters,
     /// The selector view of the last event a reader's selector read (by sequence):
     /// the readers fed one new event share one parse of it.
-    view: Option<(u64, SelectorView)>,
+    /// Boxed: an empty slot costs a pointer, not a view, in every channel.
+    view: Option<(u64, Box<SelectorView>)>,
 }
 
 /// A durable subscription's position, and when it was last seen attached (or let
@@ -1670,6 +1680,17 @@ impl StoreChan {
         if let (Some(g), Some(_)) = (&spec.group, &spec.durable) {
             spec.durable = Some(group_durable_id(g));
         }
+        // A cursor an older sluice kept under this subscription's former identity is
+        // taken over, once, before anything looks the identity up.
+        if let (Some(id), Some(old), None) = (&spec.durable, &spec.legacy_durable, &spec.group) {
+            if !self.cursors.contains_key(id) && !self.live.contains(old) {
+                if let Some(c) = self.cursors.remove(old) {
+                    self.journal.borrow_mut().forget_cursor(&self.key, old);
+                    self.cursors.insert(id.clone(), c);
+                    self.journal.borrow_mut().cursor(&self.key, id, c.next);
+                }
+            }
+        }
         if let Some(id) = &spec.durable {
             if !self.cursors.contains_key(id) && !durable_room {
                 let why = "too many durable subscriptions on this shard".to_owned();
@@ -1739,9 +1760,9 @@ impl StoreChan {
         while let Some(ev) = self.log.get(at) {
             if let Some(sel) = &r.selector {
                 if self.view.as_ref().is_none_or(|(seq, _)| *seq != ev.seq) {
-                    self.view = Some((ev.seq, SelectorView::new(&ev.msg.payload)));
+                    self.view = Some((ev.seq, Box::new(SelectorView::new(&ev.msg.payload))));
                 }
-                if !self.view.as_ref().is_some_and(|(_, v)| sel.matches(v)) {
+                if !self.view.as_ref().is_some_and(|(_, v)| sel.matches(v.as_ref())) {
                     r.next = ev.seq + 1;
                     at += 1;
                     if started.elapsed() >= FEED_SLICE {
@@ -2010,6 +2031,7 @@ mod tests {
             selector: Some(Selector::parse(selector).unwrap()),
             start: StartPos::NewOnly,
             durable: None,
+            legacy_durable: None,
             presettled: true,
             max_unsettled: 16,
             batch: 1,
@@ -2086,6 +2108,43 @@ mod tests {
         let s = &home.stores[&key];
         assert!(s.readers.iter().all(|r| r.next == 3), "each reader stepped over the blue event");
         assert!(s.readers.iter().all(|r| r.members.iter().all(|m| m.ring.ring.len() == 1)));
+    }
+
+    /// A durable subscription attaching under its identity takes over, once, the cursor
+    /// an older sluice kept under its former identity (whose hash was over the sanitized
+    /// container-id), so an upgrade does not send it back to its start position; a
+    /// second subscription with the same former identity starts afresh.
+    #[test]
+    fn a_durable_subscription_takes_over_its_cursor_under_the_former_identity() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::EventsStore, "legacy");
+        let mut rec = RecoveredShard::default();
+        let events = (1..=5u64)
+            .map(|seq| (seq, crate::store::recovery::RecoveredEvent { ts: 1, payload: colored("red").payload, seg: 1 }))
+            .collect();
+        rec.events.insert(key.clone(), events);
+        rec.cursors.insert((key.clone(), "former".to_owned()), 4);
+        home.restore(rec);
+        assert_eq!(home.durable_count(), 1);
+        let mut out = Vec::new();
+        for (link, id) in [(1, "new-a"), (2, "new-b")] {
+            let mut spec = selector_spec("TRUE");
+            spec.selector = None;
+            spec.start = StartPos::First;
+            spec.durable = Some(id.to_owned());
+            spec.legacy_durable = Some("former".to_owned());
+            let sub = SubRef { shard: 0, conn: 1, link };
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub, spec }, 2, &mut out);
+        }
+        let s = &home.stores[&key];
+        let next: Vec<u64> = s.readers.iter().map(|r| r.next).collect();
+        // Each reader's window (16) took what was left from where it started.
+        assert_eq!(next, vec![6, 6]);
+        let rings: Vec<usize> = s.readers.iter().map(|r| r.members[0].ring.ring.len()).collect();
+        assert_eq!(rings, vec![2, 5], "the first went on from event 4, the second started at the first");
+        assert!(!s.cursors.contains_key("former"));
+        assert!(s.cursors.contains_key("new-a") && s.cursors.contains_key("new-b"));
+        assert_eq!(home.durable_count(), 2);
     }
 
     /// A restart keeps the next sequence number of a forgotten events-store channel

@@ -95,6 +95,10 @@ pub struct SubSpec {
     pub start: StartPos,
     /// Durable subscription identity (events-store, expiry-policy never).
     pub durable: Option<String>,
+    /// The identity an older sluice gave the same durable subscription
+    /// (`net::conn::legacy_durable_identity`): a cursor kept under it, and none under
+    /// `durable`, is taken over when this subscription attaches.
+    pub legacy_durable: Option<String>,
     /// The consumer settles nothing (snd-settle-mode settled).
     pub presettled: bool,
     /// MaxUnsettledPerLink.

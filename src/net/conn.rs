@@ -242,6 +242,9 @@ struct Driver {
     /// many channels): see [`Backoff`].
     backoffs: Vec<Backoff>,
     info: ConnectionInfo,
+    /// FNV-1a (64 bit) of the raw container-id and a `|`: where the hash of a durable
+    /// subscription's identity starts (`durable_identity`).
+    container_hash: u64,
     /// CN of a verified client certificate (SASL EXTERNAL).
     client_cn: Option<String>,
     /// The authenticated client id, when SASL named one.
@@ -335,6 +338,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         registry_count: (usize::MAX, 0, 0),
         deferred_topups: Vec::new(),
         backoffs: Vec::new(),
+        container_hash: FNV64_BASIS,
         info: ConnectionInfo {
             connected_at: rfc3339_now(),
             source_ip: peer.ip,
@@ -690,6 +694,7 @@ impl Driver {
                 // Publish the new connection at once.
                 self.registry_count = (usize::MAX, 0, 0);
                 self.info.container_id = sanitize(&open.container_id, 256);
+                self.container_hash = fnv1a64(fnv1a64(FNV64_BASIS, open.container_id.as_bytes()), b"|");
                 self.info.client_id = self.identity.clone().unwrap_or_else(|| self.info.container_id.clone());
                 if let Some(p) = &open.properties {
                     self.info.product = p.get("product").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -1059,7 +1064,7 @@ impl Driver {
         }
         let durable =
             key.pattern == Pattern::EventsStore && source.expiry_policy.as_ref().is_some_and(|p| p.as_str() == "never");
-        let durable_id = durable.then(|| durable_identity(&self.info.container_id, &attach.name));
+        let durable_id = durable.then(|| durable_identity(&self.info.container_id, self.container_hash, &attach.name));
         if key.pattern == Pattern::EventsStore && self.store_consumers > 0 {
             // Each subscription's window is allocated whole when it attaches.
             let slot = std::mem::size_of::<(u64, Msg)>() as u64 + 8;
@@ -1118,6 +1123,7 @@ impl Driver {
             group,
             selector,
             start,
+            legacy_durable: durable.then(|| legacy_durable_identity(&self.info.container_id, &attach.name)),
             durable: durable_id,
             presettled,
             max_unsettled: st.effective_max_unsettled(),
@@ -2300,11 +2306,32 @@ fn sanitize(s: &str, max: usize) -> String {
     s.chars().take(max).map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
-/// Durable subscription identity: container-id and link name, sanitized, plus a
-/// hash of the raw pair so that distinct raw names never collide.
-pub(crate) fn durable_identity(container_id: &str, link_name: &str) -> String {
-    let h = address::fnv1a(0x811c_9dc5, format!("{container_id}|{link_name}").as_bytes());
-    format!("{}_{}_{h:08x}", sanitize(container_id, 40), sanitize(link_name, 40))
+const FNV64_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
+fn fnv1a64(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
+/// Durable subscription identity: container-id (`sanitized`, as the connection shows
+/// it) and link name, sanitized, plus a 64-bit hash of the raw pair (`container_hash`:
+/// the hash of the raw container-id and `|`), so that names that differ only in the
+/// characters sanitizing replaces, or past its length, are different subscriptions.
+pub(crate) fn durable_identity(sanitized: &str, container_hash: u64, link_name: &str) -> String {
+    let h = fnv1a64(container_hash, link_name.as_bytes());
+    format!("{}_{}_{h:016x}", sanitize(sanitized, 40), sanitize(link_name, 40))
+}
+
+/// The identity sluice gave a durable subscription before 2026-12-04: its 32-bit hash
+/// was taken over the sanitized container-id, so "orders.eu" and "orders_eu" were one
+/// subscription. A cursor kept under it is taken over, once, by the first subscription
+/// that attaches with the new identity (`StoreChan::subscribe`).
+pub(crate) fn legacy_durable_identity(sanitized: &str, link_name: &str) -> String {
+    let h = address::fnv1a(0x811c_9dc5, format!("{sanitized}|{link_name}").as_bytes());
+    format!("{}_{}_{h:08x}", sanitize(sanitized, 40), sanitize(link_name, 40))
 }
 
 /// A seed for the driver's generator, from the OS.

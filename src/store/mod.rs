@@ -516,7 +516,7 @@ impl Journal {
     /// (the forgotten are counted as channels come and go); past it, one walk over the
     /// marks. Returns the marks folded.
     pub fn trim_marks(&mut self, keep_forgotten: usize) -> usize {
-        let forgotten = self.seq_marks.len() - self.kept_marks;
+        let forgotten = self.seq_marks.len().saturating_sub(self.kept_marks);
         if !self.enabled || forgotten <= keep_forgotten {
             return 0;
         }

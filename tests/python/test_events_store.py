@@ -214,6 +214,24 @@ def test_durable_identity_is_container_and_link_name(broker, amqp):
     assert drain_all(amqp, other, 2) == ["e1", "e2"]
 
 
+def test_durable_identities_of_container_ids_that_differ_only_in_punctuation_are_distinct(broker, amqp):
+    """Container-ids are shown sanitized ('.' and ':' become '_'), but a durable
+    subscription's identity hashes the raw one: "X.eu" and "X_eu" are two
+    subscriptions (before, one: the second resumed from the first one's cursor)."""
+    ch = f"events-store/{uid('es')}"
+    name = uid("sub")
+    base = uid("orders")
+    pub = amqp.connect(broker.url).sender(ch)
+    publish(pub, ["e1", "e2"])
+    c = amqp.connect(broker.url, container_id=f"{base}.eu")
+    r = c.receiver(ch, name=name, options=durable("first"), credit=100)
+    assert drain_all(amqp, r, 2) == ["e1", "e2"]
+    c.close()
+    c2 = amqp.connect(broker.url, container_id=f"{base}_eu")
+    other = c2.receiver(ch, name=name, options=durable("first"), credit=100)
+    assert drain_all(amqp, other, 2) == ["e1", "e2"]
+
+
 def test_durable_attach_waits_briefly_for_the_holder_to_let_go(broker, amqp):
     """A reconnecting client races its own old connection's teardown: an attach that
     finds the identity held waits up to a second for it instead of being refused."""
