@@ -1585,3 +1585,53 @@ fn a_long_selector_walk_through_an_events_store_log_leaves_its_shard_serving() {
         ) == Some(0.0)
     );
 }
+
+/// A producer on the anonymous terminus whose messages go to a busy shard is held back
+/// like a producer on a channel: its credit waits while its shard's outbox towards the
+/// busy one is over its high-water mark (16 Ki messages). The busy shard here homes an
+/// events channel whose subscriber's selector costs the whole LIKE budget per event.
+/// Before, links of the anonymous terminus got credit whatever the outbox held, so
+/// their messages piled up in it (each pinning the read it came in) without bound.
+#[test]
+fn a_producer_on_the_anonymous_terminus_is_held_back_by_a_busy_shard() {
+    use sluice_proto::codec::Encode;
+    use sluice_proto::types::{Body, Message, Properties};
+    let b = Broker::start(&[("SLUICE_SHARDS", "2")]);
+    let mut sub = Client::connect(b.addr(), "slow-sub").unwrap();
+    let sch = sub.begin().unwrap();
+    // About 8 K x 2 K comparisons: the whole budget of 16 M, then unknown.
+    let costly = format!("s LIKE '%{}b%'", "a".repeat(2000));
+    let filter = Fields(vec![(Symbol::new("apache.org:selector-filter:string"), Value::string(&costly))]);
+    let opts = LinkOptions { filter: Some(filter), ..Default::default() };
+    let r = sub.attach_receiver(sch, "r", Some("events/busy"), &opts).unwrap();
+    sub.engine().grant_credit(r, 1_000_000, false).unwrap();
+    sub.pump(Duration::from_millis(200)).unwrap();
+    let mut p = Client::connect(b.addr(), "anon-pub").unwrap();
+    let pch = p.begin().unwrap();
+    let s = p.attach_sender(pch, "anon", None, &LinkOptions { presettled: true, ..Default::default() }).unwrap();
+    p.wait_credit(s).unwrap();
+    let shards = b.connection_shards();
+    assert_ne!(shards["slow-sub"], shards["anon-pub"], "both connections on one shard: {shards:?}");
+    let m = Message {
+        properties: Some(Properties { to: Some("events/busy".into()), ..Default::default() }),
+        application_properties: Some(vec![("s".to_owned(), Value::string(&"a".repeat(8192)))]),
+        body: Body::Data(bytes::Bytes::from_static(b"x")),
+        ..Default::default()
+    };
+    let payload = m.to_bytes().freeze();
+    let start = Instant::now();
+    let mut sent = 0u64;
+    while start.elapsed() < Duration::from_secs(3) {
+        if p.engine().link_credit(s) > 0 {
+            p.send(s, payload.clone(), true).unwrap();
+            sent += 1;
+            if sent % 256 == 0 {
+                p.flush().unwrap();
+            }
+        } else {
+            p.pump(Duration::from_millis(5)).unwrap();
+        }
+    }
+    eprintln!("anonymous producer sent {sent} events in 3 s");
+    assert!(sent < 100_000, "the anonymous producer was not held back: {sent} events in 3 s");
+}

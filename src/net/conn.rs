@@ -1728,18 +1728,24 @@ impl Driver {
         if self.engine.link_credit(link) >= window / 2 || self.backoffs.iter().any(|b| b.link == link) {
             return;
         }
-        let (home, durable) = match self.links.get(&link).map(|c| &c.kind) {
+        // `routed`: what the link takes may go to another shard (a channel, or whatever
+        // the anonymous terminus and responses are addressed to); a dynamic node of
+        // this connection stays here.
+        let (home, durable, routed) = match self.links.get(&link).map(|c| &c.kind) {
             Some(LinkKind::Produce { target: ProduceTarget::Channel(k), .. }) => {
-                (Some(k.home(self.shard.shards)), matches!(k.pattern, Pattern::Queues | Pattern::EventsStore))
+                (Some(k.home(self.shard.shards)), matches!(k.pattern, Pattern::Queues | Pattern::EventsStore), true)
             }
-            _ => (None, false),
+            Some(LinkKind::Produce { target: ProduceTarget::Anonymous | ProduceTarget::Responses(_), .. }) => {
+                (None, false, true)
+            }
+            _ => (None, false, false),
         };
         // No credit for durable channels while the store cannot write.
         let store_down = durable
             && home.is_some_and(|h| {
                 self.shard.global.store_ok.get(h).is_some_and(|ok| !ok.load(std::sync::atomic::Ordering::Relaxed))
             });
-        if store_down || (home.is_some() && self.shard.any_backlogged()) {
+        if store_down || (routed && self.shard.any_backlogged()) {
             if !self.deferred_topups.contains(&link) {
                 self.deferred_topups.push(link);
             }
