@@ -1625,7 +1625,7 @@ fn a_producer_on_the_anonymous_terminus_is_held_back_by_a_busy_shard() {
         if p.engine().link_credit(s) > 0 {
             p.send(s, payload.clone(), true).unwrap();
             sent += 1;
-            if sent % 256 == 0 {
+            if sent.is_multiple_of(256) {
                 p.flush().unwrap();
             }
         } else {
