@@ -2592,6 +2592,35 @@ fn a_stream_of_flow_frames_costs_no_walk_over_every_link() {
     by.finish(&b);
 }
 
+/// Publish pre-settled the big-endian numbers `0..n` to `target` and then `n` unsettled
+/// to `target` on a link of its own (its outcome comes after everything before it was
+/// taken), each number read apart from the next by 128 KiB of events to a channel
+/// nobody subscribes to (dropped at once). Returns how much the broker's RSS grew, MiB.
+fn publish_read_apart(b: &Broker, c: &mut Client, target: &str, n: u32) -> u64 {
+    let ch = c.begin().unwrap();
+    let settled = LinkOptions { presettled: true, ..Default::default() };
+    let kept = c.attach_sender(ch, "kept", Some(target), &settled).unwrap();
+    let last = c.attach_sender(ch, "last", Some(target), &LinkOptions::default()).unwrap();
+    let e = c.attach_sender(ch, "e", Some("events/read-apart-nobody-listens"), &settled).unwrap();
+    let before = common::rss_kib(b.pid());
+    let filler = data_message(&vec![7u8; 32 * 1024]);
+    for i in 0..n {
+        c.wait_credit(kept).unwrap_or_else(|e| panic!("credit at message {i}: {e}"));
+        c.send(kept, data_message(&i.to_be_bytes()), true).unwrap();
+        for _ in 0..4 {
+            c.wait_credit(e).unwrap();
+            c.send(e, filler.clone(), true).unwrap();
+        }
+        if i % 8 == 0 {
+            c.pump(Duration::from_millis(1)).unwrap();
+        }
+    }
+    c.wait_credit(last).unwrap();
+    let id = c.send(last, data_message(&n.to_be_bytes()), false).unwrap();
+    assert_eq!(c.wait_outcome(last, id).unwrap(), Some(DeliveryState::Accepted));
+    common::rss_kib(b.pid()).saturating_sub(before) / 1024
+}
+
 /// A stored message does not keep the read it came in alive. A payload off the wire
 /// is a slice of its connection's read buffer (up to 512 KiB); a small message queued
 /// between large pre-settled events that are dropped at once (nobody listens) used to
@@ -2602,31 +2631,8 @@ fn a_stream_of_flow_frames_costs_no_walk_over_every_link() {
 fn stored_messages_do_not_pin_the_reads_they_came_in() {
     let b = Broker::start(&[("SLUICE_SHARDS", "1")]);
     let mut c = Client::connect(b.addr(), "pinner").unwrap();
-    let ch = c.begin().unwrap();
-    let settled = LinkOptions { presettled: true, ..Default::default() };
-    let q = c.attach_sender(ch, "q", Some("queues/pinned"), &settled).unwrap();
-    let q_last = c.attach_sender(ch, "q-last", Some("queues/pinned"), &LinkOptions::default()).unwrap();
-    let e = c.attach_sender(ch, "e", Some("events/pinned-nobody-listens"), &settled).unwrap();
-    let before = common::rss_kib(b.pid());
-    let filler = data_message(&vec![7u8; 32 * 1024]);
     const N: u32 = 4000;
-    for i in 0..N {
-        c.wait_credit(q).unwrap_or_else(|e| panic!("queue credit at message {i}: {e}"));
-        c.send(q, data_message(&i.to_be_bytes()), true).unwrap();
-        for _ in 0..4 {
-            c.wait_credit(e).unwrap();
-            c.send(e, filler.clone(), true).unwrap();
-        }
-        if i % 8 == 0 {
-            c.pump(Duration::from_millis(1)).unwrap();
-        }
-    }
-    // An unsettled one last (on a link of its own, same queue, same connection): its
-    // outcome comes after everything before it was taken.
-    c.wait_credit(q_last).unwrap();
-    let last = c.send(q_last, data_message(&N.to_be_bytes()), false).unwrap();
-    assert_eq!(c.wait_outcome(q_last, last).unwrap(), Some(DeliveryState::Accepted));
-    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
+    let grown_mib = publish_read_apart(&b, &mut c, "queues/pinned", N);
     eprintln!("broker RSS grew by {grown_mib} MiB for {N} queued messages of 4 bytes");
     assert!(grown_mib < 100, "broker RSS grew by {grown_mib} MiB for {N} queued messages of 4 bytes");
     let expected: Vec<Vec<u8>> = (0..=N).map(|i| i.to_be_bytes().to_vec()).collect();
@@ -2651,32 +2657,9 @@ fn events_held_at_zero_credit_do_not_pin_the_reads_they_came_in() {
     let r = sub.attach_receiver(sch, "r", Some("events/held-pin"), &hold).unwrap();
     sub.pump(Duration::from_millis(200)).unwrap();
     let mut c = Client::connect(b.addr(), "pinner").unwrap();
-    let ch = c.begin().unwrap();
-    let settled = LinkOptions { presettled: true, ..Default::default() };
-    let held = c.attach_sender(ch, "held", Some("events/held-pin"), &settled).unwrap();
-    let last = c.attach_sender(ch, "last", Some("events/held-pin"), &LinkOptions::default()).unwrap();
-    let e = c.attach_sender(ch, "e", Some("events/held-pin-nobody-listens"), &settled).unwrap();
-    let before = common::rss_kib(b.pid());
-    let filler = data_message(&vec![7u8; 32 * 1024]);
     const N: u32 = 4000;
-    for i in 0..N {
-        c.wait_credit(held).unwrap_or_else(|e| panic!("credit at event {i}: {e}"));
-        c.send(held, data_message(&i.to_be_bytes()), true).unwrap();
-        for _ in 0..4 {
-            c.wait_credit(e).unwrap();
-            c.send(e, filler.clone(), true).unwrap();
-        }
-        if i % 8 == 0 {
-            c.pump(Duration::from_millis(1)).unwrap();
-        }
-    }
-    // An unsettled one last, same channel and connection: its outcome comes after
-    // everything before it was routed.
-    c.wait_credit(last).unwrap();
-    let id = c.send(last, data_message(&N.to_be_bytes()), false).unwrap();
-    assert_eq!(c.wait_outcome(last, id).unwrap(), Some(DeliveryState::Accepted));
+    let grown_mib = publish_read_apart(&b, &mut c, "events/held-pin", N);
     sub.pump(Duration::from_millis(300)).unwrap();
-    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
     eprintln!("broker RSS grew by {grown_mib} MiB for {N} held events of 4 bytes");
     assert!(grown_mib < 100, "broker RSS grew by {grown_mib} MiB for {N} held events of 4 bytes");
     // Every one was held, in order.
