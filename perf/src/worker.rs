@@ -331,10 +331,8 @@ fn message_prefix(opts: &Opts) -> Vec<u8> {
             ),
             ..Default::default()
         };
-        // The message's sections without a body: only the application properties.
-        let encoded = m.to_bytes();
-        let body = sluice_proto::types::Message::default().to_bytes();
-        prefix.put_slice(&encoded[..encoded.len() - body.len()]);
+        // No body: the encoded message is the application-properties section alone.
+        prefix.put_slice(&m.to_bytes());
     }
     prefix.to_vec()
 }

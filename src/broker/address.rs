@@ -67,6 +67,18 @@ impl fmt::Display for ChannelKey {
     }
 }
 
+/// FNV-1a 64-bit offset basis (the start of [`fnv1a64`]).
+pub const FNV64_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
+
+/// FNV-1a 64-bit, continuing from `h`.
+pub fn fnv1a64(mut h: u64, bytes: &[u8]) -> u64 {
+    for b in bytes {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    h
+}
+
 /// FNV-1a 32-bit, continuing from `h`.
 pub fn fnv1a(mut h: u32, bytes: &[u8]) -> u32 {
     for b in bytes {

@@ -1686,8 +1686,8 @@ impl StoreChan {
             if !self.cursors.contains_key(id) && !self.live.contains(old) {
                 if let Some(c) = self.cursors.remove(old) {
                     self.journal.borrow_mut().forget_cursor(&self.key, old);
+                    // Logged under the new identity by `set_cursor` below.
                     self.cursors.insert(id.clone(), c);
-                    self.journal.borrow_mut().cursor(&self.key, id, c.next);
                 }
             }
         }
@@ -2025,10 +2025,10 @@ mod tests {
     use crate::store::LogKind;
     use std::collections::BTreeMap;
 
-    fn selector_spec(selector: &str) -> Box<SubSpec> {
+    fn spec() -> Box<SubSpec> {
         Box::new(SubSpec {
             group: None,
-            selector: Some(Selector::parse(selector).unwrap()),
+            selector: None,
             start: StartPos::NewOnly,
             durable: None,
             legacy_durable: None,
@@ -2042,6 +2042,12 @@ mod tests {
             events_in_flight_bytes: 1 << 20,
             ack_deadline_ms: 0,
         })
+    }
+
+    fn selector_spec(selector: &str) -> Box<SubSpec> {
+        let mut s = spec();
+        s.selector = Some(Selector::parse(selector).unwrap());
+        s
     }
 
     fn colored(color: &str) -> Msg {
@@ -2128,8 +2134,7 @@ mod tests {
         assert_eq!(home.durable_count(), 1);
         let mut out = Vec::new();
         for (link, id) in [(1, "new-a"), (2, "new-b")] {
-            let mut spec = selector_spec("TRUE");
-            spec.selector = None;
+            let mut spec = spec();
             spec.start = StartPos::First;
             spec.durable = Some(id.to_owned());
             spec.legacy_durable = Some("former".to_owned());

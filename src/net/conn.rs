@@ -338,7 +338,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         registry_count: (usize::MAX, 0, 0),
         deferred_topups: Vec::new(),
         backoffs: Vec::new(),
-        container_hash: FNV64_BASIS,
+        container_hash: address::FNV64_BASIS,
         info: ConnectionInfo {
             connected_at: rfc3339_now(),
             source_ip: peer.ip,
@@ -694,7 +694,8 @@ impl Driver {
                 // Publish the new connection at once.
                 self.registry_count = (usize::MAX, 0, 0);
                 self.info.container_id = sanitize(&open.container_id, 256);
-                self.container_hash = fnv1a64(fnv1a64(FNV64_BASIS, open.container_id.as_bytes()), b"|");
+                self.container_hash =
+                    address::fnv1a64(address::fnv1a64(address::FNV64_BASIS, open.container_id.as_bytes()), b"|");
                 self.info.client_id = self.identity.clone().unwrap_or_else(|| self.info.container_id.clone());
                 if let Some(p) = &open.properties {
                     self.info.product = p.get("product").and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -2312,22 +2313,12 @@ fn sanitize(s: &str, max: usize) -> String {
     s.chars().take(max).map(|c| if c.is_ascii_alphanumeric() || c == '_' || c == '-' { c } else { '_' }).collect()
 }
 
-const FNV64_BASIS: u64 = 0xcbf2_9ce4_8422_2325;
-
-fn fnv1a64(mut h: u64, bytes: &[u8]) -> u64 {
-    for b in bytes {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
-
 /// Durable subscription identity: container-id (`sanitized`, as the connection shows
 /// it) and link name, sanitized, plus a 64-bit hash of the raw pair (`container_hash`:
 /// the hash of the raw container-id and `|`), so that names that differ only in the
 /// characters sanitizing replaces, or past its length, are different subscriptions.
 pub(crate) fn durable_identity(sanitized: &str, container_hash: u64, link_name: &str) -> String {
-    let h = fnv1a64(container_hash, link_name.as_bytes());
+    let h = address::fnv1a64(container_hash, link_name.as_bytes());
     format!("{}_{}_{h:016x}", sanitize(sanitized, 40), sanitize(link_name, 40))
 }
 

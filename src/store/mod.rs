@@ -98,12 +98,8 @@ pub const SEQ_FLOOR_BUCKETS: usize = 4096;
 /// The floor bucket of an events-store channel name: FNV-1a (64 bit) of its bytes,
 /// stable across restarts and independent of the shard placement hash.
 pub fn seq_floor_bucket(name: &str) -> usize {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in name.as_bytes() {
-        h ^= u64::from(*b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    (h >> 32) as usize % SEQ_FLOOR_BUCKETS
+    use crate::broker::address::{fnv1a64, FNV64_BASIS};
+    (fnv1a64(FNV64_BASIS, name.as_bytes()) >> 32) as usize % SEQ_FLOOR_BUCKETS
 }
 
 /// The next sequence of a [`rtype::CURSOR`] record that deletes the cursor.
