@@ -4,6 +4,7 @@
 //! * [`types`]: performatives, termini, delivery states, message sections, SASL.
 //! * [`frame`]: frame header, deframer and frame writer; TRANSFER payloads are
 //!   `Bytes` slices of the read buffer.
+//! * [`trail`]: the keys one owner holds in a shared map (unsettled deliveries).
 //! * [`engine`]: connection, session and link state machines driven by bytes and
 //!   a time argument, drained for output bytes, events and timer deadlines.
 //!
@@ -13,4 +14,5 @@
 pub mod codec;
 pub mod engine;
 pub mod frame;
+pub mod trail;
 pub mod types;

@@ -12,6 +12,7 @@ use crate::store::recovery::RecoveredShard;
 use crate::store::Journal;
 use crossbeam_queue::ArrayQueue;
 use sluice_proto::codec::Value;
+use sluice_proto::trail::Trail;
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 
@@ -920,6 +921,9 @@ struct Consumer {
     max_out_msgs: u32,
     max_out_bytes: u64,
     ack_deadline_ms: u64,
+    /// The tokens of the deliveries it was given (a superset of its unacked ones, in
+    /// the order given), so its unsubscribe finds them without walking the queue's.
+    tokens: Trail<u64>,
 }
 
 impl Consumer {
@@ -944,6 +948,12 @@ impl Consumer {
             || self.unsettled == 0
             || self.unsettled_bytes + size <= self.max_out_bytes
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Tokens checked by queue unsubscribes (tests of their cost).
+    static UNSUBSCRIBE_CHECKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 #[derive(Debug)]
@@ -1042,6 +1052,7 @@ impl QueueChan {
             max_out_msgs: spec.max_outstanding_messages,
             max_out_bytes: spec.max_outstanding_bytes,
             ack_deadline_ms: spec.ack_deadline_ms,
+            tokens: Trail::default(),
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
         self.dispatch(now_ms, out);
@@ -1098,7 +1109,10 @@ impl QueueChan {
                             self.earliest.set(deadline);
                         }
                     }
-                    self.unacked.insert(token, Unacked { item, sub: c.sub, deadline });
+                    let sub = c.sub;
+                    self.unacked.insert(token, Unacked { item, sub, deadline });
+                    let unacked = &self.unacked;
+                    c.tokens.push(token, |t| unacked.get(t).is_some_and(|u| u.sub == sub));
                 }
                 if self.ready.is_empty() {
                     break;
@@ -1122,6 +1136,7 @@ impl QueueChan {
         if let Some(c) = self.consumer(u.sub) {
             c.unsettled = c.unsettled.saturating_sub(1);
             c.unsettled_bytes = c.unsettled_bytes.saturating_sub(size);
+            c.tokens.forget(token);
         }
         Some((u.item, u.sub))
     }
@@ -1190,12 +1205,16 @@ impl QueueChan {
 
     /// Every unsettled delivery of the link goes back to the tail, exactly once, in
     /// the order it was delivered.
+    /// Costs the consumer's own deliveries (its trail), not the queue's.
     fn unsubscribe(&mut self, key: &ChannelKey, sub: SubRef, max_receive_count: u32, out: &mut Vec<ShardMsg>) {
-        let mut mine: Vec<u64> = self.unacked.iter().filter(|(_, u)| u.sub == sub).map(|(t, _)| *t).collect();
-        mine.sort_unstable();
+        let mine = self.consumer(sub).map(|c| c.tokens.take()).unwrap_or_default();
+        #[cfg(test)]
+        UNSUBSCRIBE_CHECKS.with(|n| n.set(n.get() + mine.len() as u64));
         for t in mine {
-            if let Some((item, _)) = self.take_unacked(t) {
-                self.requeue(key, item, max_receive_count, out);
+            if self.unacked.get(&t).is_some_and(|u| u.sub == sub) {
+                if let Some((item, _)) = self.take_unacked(t) {
+                    self.requeue(key, item, max_receive_count, out);
+                }
             }
         }
         self.consumers.retain(|c| c.sub != sub);
@@ -2197,5 +2216,50 @@ mod tests {
         let q = &home.queues[&key];
         let item = q.ready.front().expect("the message is still queued");
         assert!(!gone.contains(&item.seg), "its current segment {} is kept", item.seg);
+    }
+
+    /// A queue consumer's unsubscribe checks the tokens of its own deliveries, not the
+    /// queue's: with 5,000 unacked by one consumer, fifty consumers that each take one
+    /// message and leave cost 50 checks (before, each walked all 5,000), and each one's
+    /// message goes back to the queue while the first one's stay unacked.
+    #[test]
+    fn a_queue_unsubscribe_checks_the_consumers_own_deliveries() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Queues, "held");
+        let mut out = Vec::new();
+        let consumer = |link: u64, credit: u32, home: &mut Home, out: &mut Vec<ShardMsg>| {
+            let mut spec = spec();
+            spec.presettled = false;
+            spec.max_unsettled = 10_000;
+            spec.batch = 10_000;
+            let sub = SubRef { shard: 0, conn: 1, link };
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub, spec }, 1, out);
+            let credit =
+                ShardMsg::Credit { key: key.clone(), sub, credit, delivery_count: 0, bytes_out: 0, drain: false };
+            home.handle(credit, 1, out);
+            sub
+        };
+        let publish = |n: usize, home: &mut Home, out: &mut Vec<ShardMsg>| {
+            for _ in 0..n {
+                let msg = Msg { payload: bytes::Bytes::from_static(b"m"), received_ms: 1 };
+                home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
+            }
+        };
+        consumer(0, 5_000, &mut home, &mut out);
+        publish(5_000, &mut home, &mut out);
+        assert_eq!(home.queues[&key].unacked.len(), 5_000);
+        UNSUBSCRIBE_CHECKS.with(|n| n.set(0));
+        publish(1, &mut home, &mut out);
+        for round in 0..50 {
+            let sub = consumer(1 + round, 1, &mut home, &mut out);
+            let q = &home.queues[&key];
+            assert_eq!((q.unacked.len(), q.ready.len()), (5_001, 0), "the new consumer took the message");
+            let bye = ShardMsg::Unsubscribe { key: key.clone(), sub, stalled: false, resume_at: None, confirm: false };
+            home.handle(bye, 1, &mut out);
+            let q = &home.queues[&key];
+            assert_eq!((q.unacked.len(), q.ready.len()), (5_000, 1), "its message is back, the first's are not");
+        }
+        let checks = UNSUBSCRIBE_CHECKS.with(|n| n.get());
+        assert!(checks <= 100, "{checks} tokens checked for 50 unsubscribes of one-delivery consumers");
     }
 }

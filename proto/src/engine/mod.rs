@@ -26,6 +26,7 @@ use crate::frame::{
     write_empty_frame, Deframer, RawFrame, AMQP_HEADER, FRAME_TYPE_AMQP, FRAME_TYPE_SASL, MIN_MAX_FRAME_SIZE,
     SASL_HEADER,
 };
+use crate::trail::Trail;
 use crate::types::fast::FirstTransfer;
 use crate::types::{
     condition, Attach, Begin, Close, DeliveryState, DeliveryTag, Detach, Disposition, End, Error, Flow, Message, Open,
@@ -372,6 +373,27 @@ struct Session {
     blocked: VecDeque<(Transfer, Bytes)>,
 }
 
+impl Session {
+    /// Stop tracking the deliveries of link `id` (of role `role`): `keys` is its trail,
+    /// so the cost is the link's own deliveries, not the session's.
+    fn forget_link(&mut self, id: LinkId, role: Role, keys: VecDeque<u32>) {
+        let map = if role == Role::Sender { &mut self.out_unsettled } else { &mut self.in_unsettled };
+        #[cfg(test)]
+        FORGET_CHECKS.with(|c| c.set(c.get() + keys.len() as u64));
+        for d in keys {
+            if map.get(d) == Some(id) {
+                map.remove(d);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// Delivery-ids checked while links are forgotten (tests of the cost of a detach).
+    static FORGET_CHECKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum LinkState {
     /// We sent ATTACH first.
@@ -418,6 +440,9 @@ struct Link {
     partial: Option<Partial>,
     /// Answer the peer's DETACH only when the application says so.
     defer_detach: bool,
+    /// The delivery-ids this link put in its session's unsettled map (a superset), so
+    /// a detach drops the link's entries without walking the session's.
+    trail: Trail<u32>,
 }
 
 /// Read-only view of a link's flow state (for admin endpoints and tests).
@@ -1103,6 +1128,7 @@ impl Connection {
             peer_max_message_size: a.max_message_size.filter(|m| *m > 0).unwrap_or(u64::MAX),
             partial: None,
             defer_detach: false,
+            trail: Trail::default(),
         };
         let id = self.alloc_link(link);
         if let Some(s) = self.session_mut(ch) {
@@ -1359,8 +1385,11 @@ impl Connection {
         payload: Bytes,
     ) {
         if !settled {
-            if let Some(s) = self.session_mut(ch) {
+            if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
                 s.in_unsettled.insert(delivery_id, link);
+                if let Some(l) = self.links.get_mut(link.0 as usize).and_then(Option::as_mut) {
+                    l.trail.push(delivery_id, |d| s.in_unsettled.get(*d) == Some(link));
+                }
             }
         }
         self.events.push_back(EMPTY_DELIVERY);
@@ -1385,6 +1414,9 @@ impl Connection {
             let id = d.first;
             let link = if settled { map.remove(id) } else { map.get(id) };
             if let Some(link) = link {
+                if settled {
+                    self.forget_delivery(link, id);
+                }
                 self.events.push_back(Event::Disposition { link, delivery_id: id, settled, state: d.state.take() });
             }
             return Ok(());
@@ -1407,6 +1439,9 @@ impl Connection {
         if settled {
             for (id, _) in &hits {
                 map.remove(*id);
+            }
+            for (id, link) in &hits {
+                self.forget_delivery(*link, *id);
             }
         }
         for (delivery_id, link) in hits {
@@ -1579,6 +1614,7 @@ impl Connection {
             peer_max_message_size: u64::MAX,
             partial: None,
             defer_detach: false,
+            trail: Trail::default(),
         };
         let id = self.alloc_link(link);
         if let Some(s) = self.session_mut(ch) {
@@ -1704,9 +1740,9 @@ impl Connection {
             self.events.push_back(Event::Detached { link: id, closed: true, error, local: true });
         }
         // Deliveries of this link are no longer tracked by the session.
+        let (role, keys) = self.link_mut(id).map(|l| (l.role, l.trail.take())).unwrap_or_default();
         if let Some(s) = self.session_mut(ch) {
-            s.out_unsettled.retain(|l| l != id);
-            s.in_unsettled.retain(|l| l != id);
+            s.forget_link(id, role, keys);
             if let Some(h) = handle {
                 s.blocked.retain(|(t, _)| t.handle != h);
             }
@@ -1720,7 +1756,7 @@ impl Connection {
     }
 
     fn free_link(&mut self, id: LinkId) {
-        let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::take) else { return };
+        let Some(mut l) = self.links.get_mut(id.0 as usize).and_then(Option::take) else { return };
         if let Some(p) = &l.partial {
             self.partial_bytes -= p.data.capacity() as u64;
         }
@@ -1736,8 +1772,7 @@ impl Connection {
                     *slot = None;
                 }
             }
-            s.out_unsettled.retain(|l| l != id);
-            s.in_unsettled.retain(|l| l != id);
+            s.forget_link(id, l.role, l.trail.take());
         }
     }
 
@@ -1986,7 +2021,8 @@ impl Connection {
     /// pending DISPOSITION is written first so frames keep their order.
     fn start_delivery(&mut self, id: LinkId, ch: u16, settled: bool) -> u32 {
         let mut delivery_id = 0;
-        if let Some(s) = self.sessions.get_mut(ch as usize).and_then(Option::as_mut) {
+        let mut session = self.sessions.get_mut(ch as usize).and_then(Option::as_mut);
+        if let Some(s) = session.as_deref_mut() {
             delivery_id = s.next_delivery_id;
             s.next_delivery_id = delivery_id.wrapping_add(1);
             if !settled {
@@ -1996,6 +2032,9 @@ impl Connection {
         if let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::as_mut) {
             l.link_credit -= 1;
             l.delivery_count = l.delivery_count.wrapping_add(1);
+            if let (false, Some(s)) = (settled, session) {
+                l.trail.push(delivery_id, |d| s.out_unsettled.get(*d) == Some(id));
+            }
         }
         self.flush_disposition();
         delivery_id
@@ -2027,6 +2066,7 @@ impl Connection {
                 Role::Receiver => s.in_unsettled.remove(delivery_id),
                 Role::Sender => s.out_unsettled.remove(delivery_id),
             };
+            self.forget_delivery(id, delivery_id);
         }
         if let Some((pch, p)) = &mut self.pending_disposition {
             if *pch == ch
@@ -2109,6 +2149,15 @@ impl Connection {
 
     fn session_mut(&mut self, ch: u16) -> Option<&mut Session> {
         self.sessions.get_mut(ch as usize).and_then(Option::as_mut)
+    }
+
+    /// Delivery `delivery_id` of link `id` is settled: gone from the link's trail when
+    /// it was the oldest there (deliveries settled in order need no compaction).
+    #[inline]
+    fn forget_delivery(&mut self, id: LinkId, delivery_id: u32) {
+        if let Some(l) = self.link_mut(id) {
+            l.trail.forget(delivery_id);
+        }
     }
 
     fn link(&self, id: LinkId) -> Option<&Link> {

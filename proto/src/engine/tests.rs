@@ -1250,3 +1250,65 @@ fn heartbeats_are_not_sent_more_often_than_the_floor() {
     assert_eq!(collect_out(&mut p.server), vec![0, 0, 0, 8, 2, 0, 0, 0]);
     assert_eq!(p.server.poll_timeout(), Some(2 * MIN_HEARTBEAT_MS));
 }
+
+/// `n` unsettled deliveries from the sending side of a client link `c` / server link
+/// `s` to the other (the client's role says which way); both sides drained.
+fn send_unsettled(p: &mut Pair, client_role: Role, c: LinkId, s: LinkId, n: u32) {
+    let (from_link, to_link) = if client_role == Role::Receiver { (s, c) } else { (c, s) };
+    let to = if client_role == Role::Receiver { &mut p.client } else { &mut p.server };
+    to.grant_credit(to_link, n, false).unwrap();
+    p.pump();
+    let from = if client_role == Role::Receiver { &mut p.server } else { &mut p.client };
+    drain(from);
+    for i in 0..n {
+        let from = if client_role == Role::Receiver { &mut p.server } else { &mut p.client };
+        from.send(from_link, DeliveryTag::from_u64(i as u64), Bytes::from_static(b"x"), false).unwrap();
+        if i % 100 == 99 {
+            // The session window reopens as the other side reads.
+            p.pump();
+        }
+    }
+    p.pump();
+    drain(&mut p.client);
+    drain(&mut p.server);
+}
+
+/// A detach drops the detached link's unsettled deliveries only, and checks only the
+/// delivery-ids that link had (its trail), not every delivery its session tracks: with
+/// 5,000 unsettled on one link, fifty links attached, given one delivery and detached
+/// beside it cost 50 checks, either way round (before, each walked all 5,000).
+#[test]
+fn a_detach_checks_the_links_own_deliveries_not_its_sessions() {
+    for client_role in [Role::Receiver, Role::Sender] {
+        let mut p = Pair::open();
+        let (ch, ca, sa) = p.link(client_role, "a");
+        send_unsettled(&mut p, client_role, ca, sa, 5_000);
+        // The server's count of unsettled deliveries in the direction under test.
+        let held = |p: &Pair| {
+            let (incoming, outgoing) = p.server.unsettled_counts(ch);
+            if client_role == Role::Receiver {
+                outgoing
+            } else {
+                incoming
+            }
+        };
+        assert_eq!(held(&p), 5_000);
+        FORGET_CHECKS.with(|c| c.set(0));
+        for round in 0..50 {
+            let (cb, sb) = p.link_on(ch, client_role, &format!("b{round}"));
+            send_unsettled(&mut p, client_role, cb, sb, 1);
+            assert_eq!(held(&p), 5_001);
+            p.client.detach(cb, None);
+            p.pump();
+            assert!(drain(&mut p.server).iter().any(|e| matches!(e, Event::Detached { link, .. } if *link == sb)));
+            assert_eq!(held(&p), 5_000, "the detached link's delivery is forgotten, link a's are not");
+        }
+        let checks = FORGET_CHECKS.with(|c| c.get());
+        assert!(checks <= 100, "{checks} delivery-ids checked for 50 detaches of one-delivery links");
+        // Link a's own detach forgets its 5,000.
+        p.client.detach(ca, None);
+        p.pump();
+        drain(&mut p.server);
+        assert_eq!(held(&p), 0);
+    }
+}

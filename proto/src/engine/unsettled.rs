@@ -142,8 +142,10 @@ impl Unsettled {
         }
     }
 
-    /// Keep only the deliveries whose link satisfies `keep`.
-    pub(crate) fn retain(&mut self, mut keep: impl FnMut(LinkId) -> bool) {
+    /// Keep only the deliveries whose link satisfies `keep` (the engine drops a link's
+    /// deliveries by its trail instead).
+    #[cfg(test)]
+    fn retain(&mut self, mut keep: impl FnMut(LinkId) -> bool) {
         for v in self.slots.iter_mut() {
             if *v != EMPTY && !keep(LinkId(*v)) {
                 *v = EMPTY;
