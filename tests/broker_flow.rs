@@ -782,6 +782,90 @@ fn a_connection_holding_events_behind_shut_windows_is_bounded() {
     assert!(b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap_or(0.0) > 0.0);
 }
 
+/// A connection whose session window is shut, with `n` receiving links on `address`,
+/// each granted `credit`; pumped until its links are attached.
+fn shut_window_receivers(b: &Broker, address: &str, n: usize, credit: u32) -> (Client, Vec<LinkId>) {
+    let mut cfg = sluice_proto::engine::Config::client("shut");
+    cfg.session_window = 0;
+    let mut shut = Client::connect_with(b.addr(), cfg).unwrap();
+    let ch = shut.begin().unwrap();
+    let links = (0..n)
+        .map(|i| {
+            let r = shut.attach_receiver(ch, &format!("r{i}"), Some(address), &LinkOptions::default()).unwrap();
+            shut.engine().grant_credit(r, credit, false).unwrap();
+            r
+        })
+        .collect();
+    shut.pump(Duration::from_millis(200)).unwrap();
+    (shut, links)
+}
+
+/// The links of `c` detached by the broker with resource-limit-exceeded within `wait`.
+fn detached_for_limits(c: &mut Client, wait: Duration) -> Vec<LinkId> {
+    let deadline = Instant::now() + wait;
+    let mut detached = Vec::new();
+    while Instant::now() < deadline && detached.is_empty() {
+        c.pump(Duration::from_millis(100)).unwrap();
+        for e in c.take_events() {
+            if let Event::Detached { link, error: Some(err), .. } = e {
+                assert_eq!(err.condition, "amqp:resource-limit-exceeded");
+                detached.push(link);
+            }
+        }
+    }
+    detached
+}
+
+/// Tiny events waiting behind shut session windows count what each costs besides
+/// its payload (64 bytes) against the connection's bound: eight links, each holding
+/// its window of 1-byte events (~800 events), pass the 256 KiB bound and one is
+/// detached. (Counted by payload alone, the same 6,000 events were ~50 KiB: no link
+/// was ever detached, whatever the count.)
+#[test]
+fn tiny_events_behind_shut_windows_count_their_overhead_against_the_bound() {
+    let b = Broker::start(&[("SLUICE_EVENTS_IN_FLIGHT_BYTES", "65536")]);
+    let (mut shut, links) = shut_window_receivers(&b, "events/tiny", 8, 100_000);
+    let (mut p, s) = presettled_publisher(&b, "events/tiny");
+    p.wait_credit(s).unwrap();
+    publish_indexed(&mut p, s, 0, 8_000);
+    let detached = detached_for_limits(&mut shut, Duration::from_secs(10));
+    assert!(!detached.is_empty(), "no link was detached");
+    assert!(detached.iter().all(|l| links.contains(l)));
+}
+
+/// Queue deliveries waiting behind shut session windows count against the
+/// connection's bound too (before, only events did): four consumers each take 100
+/// messages of 4 KiB that cannot go out (1.6 MiB), past the 256 KiB bound, so links are
+/// detached; once the connection goes, another consumer gets every message, once.
+#[test]
+fn queue_deliveries_behind_shut_windows_are_bounded_and_none_is_lost() {
+    let b = Broker::start(&[("SLUICE_EVENTS_IN_FLIGHT_BYTES", "65536")]);
+    let (mut shut, _) = shut_window_receivers(&b, "queues/shut", 4, 100);
+    let mut p = Client::connect(b.addr(), "pub").unwrap();
+    let pch = p.begin().unwrap();
+    let ps = p.attach_sender(pch, "p", Some("queues/shut"), &LinkOptions::default()).unwrap();
+    p.wait_credit(ps).unwrap();
+    for i in 0..400u32 {
+        let mut payload = vec![0u8; 4096];
+        payload[..4].copy_from_slice(&i.to_be_bytes());
+        let m = data_message(&payload);
+        assert_eq!(outcome(&mut p, ps, m), Some(DeliveryState::Accepted), "message {i}");
+    }
+    let detached = detached_for_limits(&mut shut, Duration::from_secs(10));
+    assert!(!detached.is_empty(), "no link was detached");
+    drop(shut);
+    let mut c = Client::connect(b.addr(), "drain").unwrap();
+    let cch = c.begin().unwrap();
+    let r = c.attach_receiver(cch, "r", Some("queues/shut"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, 1_000, false).unwrap();
+    let mut got: Vec<u32> = drain_queue(&mut c, r, Duration::from_secs(2))
+        .iter()
+        .map(|b| u32::from_be_bytes(b[..4].try_into().unwrap()))
+        .collect();
+    got.sort_unstable();
+    assert_eq!(got, (0..400).collect::<Vec<_>>());
+}
+
 /// Events published on one shard and written out by the other, to a subscriber whose
 /// session window (4 frames) keeps most of each burst waiting on the broker: every
 /// event arrives once, in order, its body intact. This goes through both ways a

@@ -1343,6 +1343,67 @@ fn flow_transfer_disposition_on_an_unattached_handle() {
 
 // ====================================================================== windows and credit
 
+/// Deliveries waiting for one session's shut window hold back that session's links
+/// only: a consumer on a session whose window is shut takes its queue's messages
+/// (they wait), and a consumer on another session of the same connection still gets
+/// its queue's messages at once; the waiting ones go out when the window opens.
+/// (Before, every delivery of the connection waited behind the first one held: the
+/// open session got nothing.)
+#[test]
+fn a_shut_session_window_holds_back_no_other_session() {
+    let b = Broker::start(&[]);
+    let mut prod = Peer::handshake(&b, "shut-producer");
+    prod.begin(0);
+    prod.attach(0, 0, "a", Role::Sender, Some("queues/shut-a"), SenderSettleMode::Unsettled);
+    prod.attach(0, 1, "b", Role::Sender, Some("queues/shut-b"), SenderSettleMode::Unsettled);
+    for i in 0..10 {
+        prod.publish_accepted(0, i / 5, i, &message(b"waiting", None));
+    }
+    let window = |ch: u16, incoming_window: u32, handle: Option<u32>, credit: Option<u32>| {
+        let f = Flow {
+            next_incoming_id: Some(0),
+            incoming_window,
+            next_outgoing_id: 0,
+            outgoing_window: 2048,
+            handle,
+            delivery_count: handle.map(|_| 0),
+            link_credit: credit,
+            ..Default::default()
+        };
+        frame(ch, Performative::Flow(f), &[])
+    };
+    let mut c = Peer::handshake(&b, "two-sessions");
+    let shut = Begin { next_outgoing_id: 0, incoming_window: 0, outgoing_window: 2048, ..Default::default() };
+    c.send(&frame(0, Performative::Begin(shut), &[]));
+    let open_bch = c.begin(1);
+    let shut_bch = c
+        .performatives()
+        .find_map(|(ch, p)| matches!(p, Performative::Begin(b) if b.remote_channel == Some(0)).then_some(ch))
+        .expect("the shut session was begun");
+    c.attach(0, 0, "shut", Role::Receiver, Some("queues/shut-a"), SenderSettleMode::Unsettled);
+    c.attach(1, 1, "open", Role::Receiver, Some("queues/shut-b"), SenderSettleMode::Unsettled);
+    c.send(&window(0, 0, Some(0), Some(100)));
+    // The shut session's consumer takes its five (they wait for the window) ...
+    let outstanding = "sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"shut-a\"}";
+    let deadline = Instant::now() + WAIT;
+    while b.metric(outstanding) != Some(5.0) {
+        assert!(Instant::now() < deadline, "the shut consumer took {:?}", b.metric(outstanding));
+        c.pump(Duration::from_millis(50));
+    }
+    // ... and the open session's consumer still gets its five.
+    c.send(&window(1, 2048, Some(1), Some(100)));
+    let transfers_on = |got: &[In], bch: u16| {
+        got.iter().filter(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == bch)).count()
+    };
+    let got = c.wait(WAIT, |got| transfers_on(got, open_bch) == 5);
+    assert!(got, "the open session got {} of 5: {}", transfers_on(&c.got, open_bch), c.summary());
+    assert_eq!(transfers_on(&c.got, shut_bch), 0);
+    // The shut session's window opens: its five go out.
+    c.send(&window(0, 2048, None, None));
+    let got = c.wait(WAIT, |got| transfers_on(got, shut_bch) == 5);
+    assert!(got, "the reopened session got {} of 5: {}", transfers_on(&c.got, shut_bch), c.summary());
+}
+
 #[test]
 fn transfer_beyond_the_session_window_ends_the_session() {
     // A large link credit so that the session window (2048 frames) is the limit; one

@@ -141,6 +141,12 @@ struct LinkCtx {
     /// report to the home (events: it keeps a bounded window beyond it in flight).
     bytes_out: u64,
     unreported: (u32, u64),
+    /// Consume links: deliveries waiting for room in the session window, in order
+    /// (while any waits, the link's new deliveries go after them).
+    held: VecDeque<Held>,
+    /// Detached for passing the connection's bound on waiting deliveries: what comes
+    /// for it before its Detached event is not held.
+    held_over: bool,
 }
 
 #[derive(Debug, Default)]
@@ -182,10 +188,17 @@ struct PendingRpc {
     nonce: u64,
 }
 
+/// What one delivery waiting for a session window costs besides its payload (its
+/// entry and the payload's handle), counted against the connection's bound.
+const HELD_OVERHEAD: u64 = EVENT_OVERHEAD;
+
+fn held_cost(h: &Held) -> u64 {
+    h.payload.len() as u64 + HELD_OVERHEAD
+}
+
 /// A delivery waiting for room in the peer's session window.
 #[derive(Debug)]
 struct Held {
-    link: LinkId,
     token: u64,
     payload: Bytes,
     settled: bool,
@@ -219,12 +232,11 @@ struct Driver {
     /// (deadline ms, request number).
     deadlines: BinaryHeap<Reverse<(u64, u64)>>,
     next_request: u64,
-    held: VecDeque<Held>,
-    /// Payload bytes in `held`.
+    /// Consume links with deliveries waiting for their session window (`LinkCtx::held`),
+    /// in the order they began to wait; each once.
+    held_links: VecDeque<LinkId>,
+    /// What the links' waiting deliveries cost: payload plus [`HELD_OVERHEAD`] each.
     held_bytes: u64,
-    /// An events-store ring stopped because deliveries waited behind the session
-    /// window: the rings are pumped again once nothing waits.
-    rings_behind_held: bool,
     reject: Option<Error>,
     read_size: usize,
     /// Wall clock (ms since the epoch) read once per driver turn: message timestamps.
@@ -325,9 +337,8 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         pending: HashMap::default(),
         deadlines: BinaryHeap::new(),
         next_request: 1,
-        held: VecDeque::new(),
+        held_links: VecDeque::new(),
         held_bytes: 0,
-        rings_behind_held: false,
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
         read_size: READ_MIN,
         epoch_ms: wall_ms(),
@@ -869,6 +880,8 @@ impl Driver {
             renews: false,
             bytes_out: 0,
             unreported: (0, 0),
+            held: VecDeque::new(),
+            held_over: false,
         }
     }
 
@@ -1289,8 +1302,8 @@ impl Driver {
             if self.engine.link_credit(link) == 0 {
                 break;
             }
-            if !self.held.is_empty() {
-                self.rings_behind_held = true;
+            if self.holding(link) {
+                // Resumed once what waits has gone out (`retry_held`).
                 break;
             }
             let Some((seq, msg)) = ring.ring.pop() else { break };
@@ -1304,8 +1317,7 @@ impl Driver {
             match self.engine.send_ref(link, tag, &msg.payload, true) {
                 Ok(_) => add(&self.shard.counters.transfers_out[pattern], 1),
                 Err(UsageError::SessionWindow) => {
-                    self.hold(Held { link, token: 0, payload: msg.payload, settled: true });
-                    self.rings_behind_held = true;
+                    self.hold(link, Held { token: 0, payload: msg.payload, settled: true });
                     break;
                 }
                 Err(_) => break,
@@ -1339,11 +1351,13 @@ impl Driver {
         } else {
             msg.payload
         };
-        if !self.held.is_empty() {
-            self.hold(Held { link, token, payload, settled });
+        if self.holding(link) {
+            self.hold(link, Held { token, payload, settled });
             return;
         }
-        self.send_consumed(link, pattern, token, payload, settled);
+        if let Some(h) = self.send_consumed(link, pattern, token, payload, settled) {
+            self.hold(link, h);
+        }
     }
 
     /// Pre-settled events for one link: one lookup of the link for the batch, then
@@ -1358,10 +1372,11 @@ impl Driver {
             return;
         }
         let mut next_tag = ctx.next_tag;
+        let mut holding = !ctx.held.is_empty();
         let (mut sent, mut bytes) = (0u64, 0u64);
         for m in msgs {
-            if !self.held.is_empty() {
-                self.hold(Held { link, token: 0, payload: m.payload, settled: true });
+            if holding {
+                self.hold(link, Held { token: 0, payload: m.payload, settled: true });
                 continue;
             }
             let tag = DeliveryTag::from_u64(next_tag);
@@ -1373,7 +1388,10 @@ impl Driver {
                     bytes += len;
                     self.spent.push(m.payload);
                 }
-                Err(UsageError::SessionWindow) => self.hold(Held { link, token: 0, payload: m.payload, settled: true }),
+                Err(UsageError::SessionWindow) => {
+                    holding = true;
+                    self.hold(link, Held { token: 0, payload: m.payload, settled: true });
+                }
                 // The link is going away: pre-settled events are at most once.
                 Err(_) => {}
             }
@@ -1387,25 +1405,19 @@ impl Driver {
         // The batch counts even when its events wait behind the session window: the
         // home charged it, and a subscriber that keeps up must hear back in time.
         self.count_events_out(link, sent, bytes, 1);
-        let settings = &self.shard.global.settings;
-        let cap = settings.events_in_flight_bytes.saturating_mul(4);
-        if self.held_bytes > cap {
-            // A peer that keeps its session windows shut while many of its links take
-            // events would make the connection hold each link's window: the link that
-            // passes the connection's bound is detached; its waiting events (at most
-            // once) are dropped and counted.
-            // Released here, so that a later batch for this link in the same turn
-            // (before its Detached event) does not count them again.
-            let lost = self.release_held(link);
-            add(&self.shard.counters.events_dropped_held, lost);
-            add(&self.shard.counters.errors[2], 1);
-            let why = format!("deliveries waiting for the session window passed {cap} bytes");
-            self.engine.detach(link, Some(Error::new(condition::RESOURCE_LIMIT_EXCEEDED, why)));
-        }
     }
 
-    fn send_consumed(&mut self, link: LinkId, pattern: Pattern, token: u64, payload: Bytes, settled: bool) {
-        let Some(ctx) = self.links.get_mut(&link) else { return };
+    /// Send one delivery of consume link `link`; the delivery back when the session
+    /// window has no room for it (the caller holds it).
+    fn send_consumed(
+        &mut self,
+        link: LinkId,
+        pattern: Pattern,
+        token: u64,
+        payload: Bytes,
+        settled: bool,
+    ) -> Option<Held> {
+        let ctx = self.links.get_mut(&link)?;
         let tag = DeliveryTag::from_u64(ctx.next_tag);
         ctx.next_tag += 1;
         let len = payload.len() as u64;
@@ -1429,10 +1441,11 @@ impl Driver {
                     self.link_settled(link, token, Outcome::Accepted);
                 }
             }
-            Err(UsageError::SessionWindow) => self.hold(Held { link, token, payload, settled }),
+            Err(UsageError::SessionWindow) => return Some(Held { token, payload, settled }),
             Err(_) if tracked => self.link_settled(link, token, Outcome::Undelivered),
             Err(_) => {}
         }
+        None
     }
 
     /// A delivery of consume link `link` is done with: see [`Self::consumed_settled`].
@@ -1444,51 +1457,107 @@ impl Driver {
         self.consumed_settled(key, sub, token, outcome);
     }
 
-    /// Drop the deliveries of `link` waiting behind the session window; how many.
-    fn release_held(&mut self, link: LinkId) -> u64 {
-        let before = self.held.len();
-        self.held.retain(|h| h.link != link);
-        self.held_bytes = self.held.iter().map(|h| h.payload.len() as u64).sum();
-        (before - self.held.len()) as u64
+    /// Whether deliveries of `link` wait for its session window (its new ones go after
+    /// them).
+    fn holding(&self, link: LinkId) -> bool {
+        self.links.get(&link).is_some_and(|c| !c.held.is_empty())
     }
 
-    /// Queue a delivery behind the session window.
-    fn hold(&mut self, h: Held) {
-        self.held_bytes += h.payload.len() as u64;
-        self.held.push_back(h);
-    }
-
-    /// Send what waits behind the session window, as far as the window allows; once
-    /// nothing waits any more, the events-store rings that stopped behind it go on.
-    /// Costs nothing when nothing waits (every session FLOW calls it: a stream of
-    /// FLOW frames must not cost a walk over every link each).
-    fn retry_held(&mut self) {
-        if self.held.is_empty() && !self.rings_behind_held {
+    /// Queue a delivery of consume link `link` behind its session window. Deliveries
+    /// waiting on a connection are bounded (payload plus [`HELD_OVERHEAD`] each, four
+    /// times `SLUICE_EVENTS_IN_FLIGHT_BYTES`): the link that passes the bound is
+    /// detached with resource-limit-exceeded. A peer that keeps its session windows
+    /// shut while many links take deliveries would otherwise make the connection hold
+    /// each link's window (queue and RPC deliveries go back to their channel with the
+    /// link; events, at most once, are dropped and counted).
+    fn hold(&mut self, link: LinkId, h: Held) {
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let LinkKind::Consume { key, .. } = &ctx.kind else { return };
+        let pattern = key.pattern;
+        let tracked = matches!(pattern, Pattern::Commands | Pattern::Queries | Pattern::Queues);
+        if ctx.held_over {
+            if tracked {
+                self.link_settled(link, h.token, Outcome::Undelivered);
+            } else {
+                add(&self.shard.counters.events_dropped_held, 1);
+            }
             return;
         }
-        while let Some(h) = self.held.pop_front() {
-            self.held_bytes -= h.payload.len() as u64;
-            let Some(ctx) = self.links.get(&h.link) else { continue };
-            let pattern = match &ctx.kind {
-                LinkKind::Consume { key, .. } => key.pattern,
-                _ => continue,
-            };
-            if self.engine.session_window(ctx.channel) == 0 {
-                self.held_bytes += h.payload.len() as u64;
-                self.held.push_front(h);
-                return;
-            }
-            self.send_consumed(h.link, pattern, h.token, h.payload, h.settled);
+        if ctx.held.is_empty() {
+            self.held_links.push_back(link);
         }
-        self.rings_behind_held = false;
-        let rings: Vec<LinkId> = self
-            .links
-            .iter()
-            .filter(|(_, c)| matches!(c.kind, LinkKind::Consume { ring: Some(_), .. }))
-            .map(|(l, _)| *l)
-            .collect();
-        for l in rings {
-            self.pump_ring(l);
+        self.held_bytes += held_cost(&h);
+        ctx.held.push_back(h);
+        let cap = self.shard.global.settings.events_in_flight_bytes.saturating_mul(4);
+        if self.held_bytes <= cap {
+            return;
+        }
+        // Released here, so that later deliveries for this link in the same turn
+        // (before its Detached event) meet a detached link instead of waiting.
+        let lost = self.release_held(link);
+        if let Some(ctx) = self.links.get_mut(&link) {
+            ctx.held_over = true;
+        }
+        if !tracked {
+            add(&self.shard.counters.events_dropped_held, lost);
+        }
+        add(&self.shard.counters.errors[2], 1);
+        let why = format!("deliveries waiting for the session window passed {cap} bytes");
+        self.engine.detach(link, Some(Error::new(condition::RESOURCE_LIMIT_EXCEEDED, why)));
+    }
+
+    /// Drop the deliveries of `link` waiting behind its session window; how many.
+    fn release_held(&mut self, link: LinkId) -> u64 {
+        let Some(ctx) = self.links.get_mut(&link) else { return 0 };
+        let held = std::mem::take(&mut ctx.held);
+        self.forget_held(link, &held)
+    }
+
+    /// `held`, the waiting deliveries of `link`, are gone; how many. Costs the link's
+    /// own deliveries and the links that hold any, never every waiting delivery.
+    fn forget_held(&mut self, link: LinkId, held: &VecDeque<Held>) -> u64 {
+        if held.is_empty() {
+            return 0;
+        }
+        self.held_bytes -= held.iter().map(held_cost).sum::<u64>();
+        self.held_links.retain(|l| *l != link);
+        held.len() as u64
+    }
+
+    /// Send what waits behind session windows, link by link, as far as each link's
+    /// session window allows (a shut session holds back its own links only); an
+    /// events-store ring whose link stopped behind its waiting deliveries goes on once
+    /// they are out. Costs nothing when nothing waits (every session FLOW calls it:
+    /// a stream of FLOW frames must not cost a walk over every link each).
+    fn retry_held(&mut self) {
+        for _ in 0..self.held_links.len() {
+            let Some(link) = self.held_links.pop_front() else { break };
+            let Some(ctx) = self.links.get(&link) else { continue };
+            let LinkKind::Consume { key, .. } = &ctx.kind else { continue };
+            let pattern = key.pattern;
+            while let Some(ctx) = self.links.get_mut(&link) {
+                if ctx.held.is_empty() {
+                    if pattern == Pattern::EventsStore {
+                        self.pump_ring(link);
+                    }
+                    break;
+                }
+                if self.engine.session_window(ctx.channel) == 0 {
+                    self.held_links.push_back(link);
+                    break;
+                }
+                let Some(h) = ctx.held.pop_front() else { break };
+                self.held_bytes -= held_cost(&h);
+                if let Some(h) = self.send_consumed(link, pattern, h.token, h.payload, h.settled) {
+                    // No room after all: first again.
+                    if let Some(ctx) = self.links.get_mut(&link) {
+                        self.held_bytes += held_cost(&h);
+                        ctx.held.push_front(h);
+                        self.held_links.push_back(link);
+                    }
+                    break;
+                }
+            }
         }
     }
 
@@ -1566,9 +1635,10 @@ impl Driver {
         // back-off or deferred top-up may stick to it.
         self.backoffs.retain(|b| b.link != link);
         self.deferred_topups.retain(|l| *l != link);
-        let Some(ctx) = self.remove_link(link) else { return };
+        let Some(mut ctx) = self.remove_link(link) else { return };
         self.serials.remove(&ctx.serial);
-        self.release_held(link);
+        let held = std::mem::take(&mut ctx.held);
+        self.forget_held(link, &held);
         let sub = self.sub(ctx.serial);
         match ctx.kind {
             LinkKind::Consume { key, subscribed, ring, stalled, .. } => {
@@ -2084,7 +2154,7 @@ impl Driver {
             ShardMsg::DeliverBatch { sub, msgs } => self.on_deliver_events(sub.link, msgs),
             ShardMsg::DrainDone { sub } => {
                 if let Some(&link) = self.serials.get(&sub.link) {
-                    if self.held.iter().any(|h| h.link == link) {
+                    if self.holding(link) {
                         // Deliveries still wait for the session window; they go first.
                         self.retry_held();
                     }
