@@ -866,6 +866,81 @@ fn queue_deliveries_behind_shut_windows_are_bounded_and_none_is_lost() {
     assert_eq!(got, (0..400).collect::<Vec<_>>());
 }
 
+/// A lossless durable events-store subscription whose session window is shut: the
+/// event waiting for the window was not sent, so the subscription's cursor stays
+/// before it, and after a reattach every event arrives from the first. (Before, the
+/// cursor moved past the waiting event as it left the deliver-first window: event 0
+/// was lost to the subscription.)
+#[test]
+fn a_lossless_durable_subscription_keeps_the_event_waiting_for_its_window() {
+    let b = Broker::start(&[("SLUICE_EVENTS_STORE_STALL", "hold"), ("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "8")]);
+    let (mut p, s) = presettled_publisher(&b, "events-store/waiting");
+    let durable =
+        LinkOptions { expiry_policy: Some("never"), ..props(&[("x-opt-kubemq-start", Value::string("first"))]) };
+    {
+        let mut cfg = Config::client("waiting-container");
+        cfg.session_window = 0;
+        let mut c = Client::connect_with(b.addr(), cfg).unwrap();
+        let ch = c.begin().unwrap();
+        let r = c.attach_receiver(ch, "durable-sub", Some("events-store/waiting"), &durable).unwrap();
+        publish_indexed(&mut p, s, 0, 10);
+        c.engine().grant_credit(r, 20, false).unwrap();
+        assert!(no_delivery_within(&mut c, r, Duration::from_millis(500)), "the window is shut");
+        c.engine().close(None);
+        let _ = c.pump(Duration::from_millis(100));
+    }
+    let mut c = Client::connect(b.addr(), "waiting-container").unwrap();
+    let ch = c.begin().unwrap();
+    let deadline = Instant::now() + WAIT;
+    let r = loop {
+        match c.attach_receiver(ch, "durable-sub", Some("events-store/waiting"), &durable) {
+            Ok(r) => break r,
+            // The previous attach may not be released yet.
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    c.engine().grant_credit(r, 100, false).unwrap();
+    for want in 0..10u32 {
+        assert_eq!(body(&c.receive(r, WAIT).unwrap()), want.to_be_bytes());
+    }
+}
+
+/// A queue message given to a consumer whose session window is shut was never sent:
+/// when the consumer goes, it returns to the front of the queue with its delivery
+/// not counted, so with `SLUICE_MAX_RECEIVE_COUNT=1` it is not dead-lettered and the
+/// next consumer gets it as a first delivery. (Before, it went back as if delivered:
+/// dead-lettered without ever having been sent.)
+#[test]
+fn a_queue_message_that_waited_for_a_shut_window_returns_undelivered() {
+    let b = Broker::start(&[("SLUICE_MAX_RECEIVE_COUNT", "1")]);
+    let mut p = Client::connect(b.addr(), "pub").unwrap();
+    let pch = p.begin().unwrap();
+    let ps = p.attach_sender(pch, "p", Some("queues/waited"), &LinkOptions::default()).unwrap();
+    p.wait_credit(ps).unwrap();
+    for i in 0..3u32 {
+        assert_eq!(outcome(&mut p, ps, data_message(&i.to_be_bytes())), Some(DeliveryState::Accepted));
+    }
+    let (mut shut, links) = shut_window_receivers(&b, "queues/waited", 1, 10);
+    let taken = "sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"waited\"}";
+    assert_eq!(metric_when(&b, &mut shut, taken, |v| v == Some(3.0)), Some(3.0), "the consumer took all three");
+    shut.engine().detach(links[0], None);
+    shut.pump(Duration::from_millis(200)).unwrap();
+    let mut c = Client::connect(b.addr(), "next").unwrap();
+    let cch = c.begin().unwrap();
+    let r = c.attach_receiver(cch, "r", Some("queues/waited"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    for want in 0..3u32 {
+        let d = c.receive(r, WAIT).unwrap_or_else(|e| panic!("message {want}: {e}"));
+        assert_eq!(body(&d), want.to_be_bytes(), "in their order");
+        let h = RawMessage::parse(&d.payload).unwrap().header().unwrap();
+        assert_eq!(h.and_then(|h| h.delivery_count).unwrap_or(0), 0, "a first delivery");
+        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+    }
+    let dlq = "sluice_channel_dead_lettered_total{pattern=\"queues\",channel=\"waited\"}";
+    assert_eq!(b.metric(dlq).unwrap_or(0.0), 0.0);
+}
+
 /// Events published on one shard and written out by the other, to a subscriber whose
 /// session window (4 frames) keeps most of each burst waiting on the broker: every
 /// event arrives once, in order, its body intact. This goes through both ways a

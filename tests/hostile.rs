@@ -483,6 +483,22 @@ impl Peer {
         bch.unwrap_or_else(|| panic!("no BEGIN answer for channel {ch}: {}", self.summary()))
     }
 
+    /// BEGIN on our channel `ch` with our incoming window shut; returns the broker's
+    /// channel for it.
+    fn begin_shut(&mut self, ch: u16) -> u16 {
+        let b = Begin { next_outgoing_id: 0, incoming_window: 0, outgoing_window: 2048, ..Default::default() };
+        self.send(&frame(ch, Performative::Begin(b), &[]));
+        let mut bch = None;
+        self.wait(WAIT, |got| {
+            bch = got.iter().find_map(|i| match i {
+                In::Amqp(c, Performative::Begin(b)) if b.remote_channel == Some(ch) => Some(*c),
+                _ => None,
+            });
+            bch.is_some()
+        });
+        bch.unwrap_or_else(|| panic!("no BEGIN answer for channel {ch}: {}", self.summary()))
+    }
+
     /// ATTACH and wait for the broker's ATTACH; returns the broker's handle. For a
     /// sending link, waits for the broker's credit too.
     fn attach(
@@ -1343,6 +1359,38 @@ fn flow_transfer_disposition_on_an_unattached_handle() {
 
 // ====================================================================== windows and credit
 
+/// A FLOW for our session `ch` that gives the broker `incoming_window` transfers
+/// after the `next_incoming_id` it has sent; with `handle`, credit for that link too.
+fn window_flow(
+    ch: u16,
+    next_incoming_id: u32,
+    incoming_window: u32,
+    handle: Option<u32>,
+    credit: Option<u32>,
+) -> Vec<u8> {
+    let f = Flow {
+        next_incoming_id: Some(next_incoming_id),
+        incoming_window,
+        next_outgoing_id: 0,
+        outgoing_window: 2048,
+        handle,
+        delivery_count: handle.map(|_| 0),
+        link_credit: credit,
+        ..Default::default()
+    };
+    frame(ch, Performative::Flow(f), &[])
+}
+
+/// The broker's handles of the transfers it sent on its channel `bch`, in order.
+fn transfer_handles(got: &[In], bch: u16) -> Vec<u32> {
+    got.iter()
+        .filter_map(|i| match i {
+            In::Amqp(ch, Performative::Transfer(t)) if *ch == bch => Some(t.handle),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Deliveries waiting for one session's shut window hold back that session's links
 /// only: a consumer on a session whose window is shut takes its queue's messages
 /// (they wait), and a consumer on another session of the same connection still gets
@@ -1359,30 +1407,12 @@ fn a_shut_session_window_holds_back_no_other_session() {
     for i in 0..10 {
         prod.publish_accepted(0, i / 5, i, &message(b"waiting", None));
     }
-    let window = |ch: u16, incoming_window: u32, handle: Option<u32>, credit: Option<u32>| {
-        let f = Flow {
-            next_incoming_id: Some(0),
-            incoming_window,
-            next_outgoing_id: 0,
-            outgoing_window: 2048,
-            handle,
-            delivery_count: handle.map(|_| 0),
-            link_credit: credit,
-            ..Default::default()
-        };
-        frame(ch, Performative::Flow(f), &[])
-    };
     let mut c = Peer::handshake(&b, "two-sessions");
-    let shut = Begin { next_outgoing_id: 0, incoming_window: 0, outgoing_window: 2048, ..Default::default() };
-    c.send(&frame(0, Performative::Begin(shut), &[]));
+    let shut_bch = c.begin_shut(0);
     let open_bch = c.begin(1);
-    let shut_bch = c
-        .performatives()
-        .find_map(|(ch, p)| matches!(p, Performative::Begin(b) if b.remote_channel == Some(0)).then_some(ch))
-        .expect("the shut session was begun");
     c.attach(0, 0, "shut", Role::Receiver, Some("queues/shut-a"), SenderSettleMode::Unsettled);
     c.attach(1, 1, "open", Role::Receiver, Some("queues/shut-b"), SenderSettleMode::Unsettled);
-    c.send(&window(0, 0, Some(0), Some(100)));
+    c.send(&window_flow(0, 0, 0, Some(0), Some(100)));
     // The shut session's consumer takes its five (they wait for the window) ...
     let outstanding = "sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"shut-a\"}";
     let deadline = Instant::now() + WAIT;
@@ -1391,7 +1421,7 @@ fn a_shut_session_window_holds_back_no_other_session() {
         c.pump(Duration::from_millis(50));
     }
     // ... and the open session's consumer still gets its five.
-    c.send(&window(1, 2048, Some(1), Some(100)));
+    c.send(&window_flow(1, 0, 2048, Some(1), Some(100)));
     let transfers_on = |got: &[In], bch: u16| {
         got.iter().filter(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == bch)).count()
     };
@@ -1399,9 +1429,59 @@ fn a_shut_session_window_holds_back_no_other_session() {
     assert!(got, "the open session got {} of 5: {}", transfers_on(&c.got, open_bch), c.summary());
     assert_eq!(transfers_on(&c.got, shut_bch), 0);
     // The shut session's window opens: its five go out.
-    c.send(&window(0, 2048, None, None));
+    c.send(&window_flow(0, 0, 2048, None, None));
     let got = c.wait(WAIT, |got| transfers_on(got, shut_bch) == 5);
     assert!(got, "the reopened session got {} of 5: {}", transfers_on(&c.got, shut_bch), c.summary());
+}
+
+/// Links of one session take turns when its window reopens: an events subscriber
+/// with 200 events waiting and a queue consumer with one message waiting behind them,
+/// window reopened for 100 transfers: the queue message is among them (after at most
+/// 64 events), and everything arrives once the window opens wide. (Before, the
+/// waiting deliveries went strictly in order: the queue message waited for all 200.)
+#[test]
+fn links_of_a_session_take_turns_when_its_window_reopens() {
+    let b = Broker::start(&[]);
+    let mut c = Peer::handshake(&b, "turns");
+    let bch = c.begin_shut(0);
+    let ev = c.attach(0, 0, "events", Role::Receiver, Some("events/turns"), SenderSettleMode::Settled);
+    let q = c.attach(0, 1, "queue", Role::Receiver, Some("queues/turns"), SenderSettleMode::Unsettled);
+    c.send(&window_flow(0, 0, 0, Some(0), Some(1_000)));
+    c.send(&window_flow(0, 0, 0, Some(1), Some(10)));
+    let mut p = Client::connect(b.addr(), "turns-publisher").unwrap();
+    let pch = p.begin().unwrap();
+    let settled = LinkOptions { presettled: true, ..Default::default() };
+    let es = p.attach_sender(pch, "e", Some("events/turns"), &settled).unwrap();
+    let qs = p.attach_sender(pch, "q", Some("queues/turns"), &LinkOptions::default()).unwrap();
+    p.wait_credit(es).unwrap();
+    for i in 0..200u32 {
+        while p.engine().link_credit(es) == 0 {
+            p.pump(Duration::from_millis(5)).unwrap();
+        }
+        p.send(es, data_message(&i.to_be_bytes()), true).unwrap();
+    }
+    p.flush().unwrap();
+    // The events wait before the queue message comes (so a plain first-come order
+    // would send all 200 first).
+    c.pump(Duration::from_millis(300));
+    p.wait_credit(qs).unwrap();
+    let id = p.send(qs, data_message(b"job"), false).unwrap();
+    assert_eq!(p.wait_outcome(qs, id).unwrap(), Some(DeliveryState::Accepted));
+    let taken = "sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"turns\"}";
+    let deadline = Instant::now() + WAIT;
+    while b.metric(taken) != Some(1.0) {
+        assert!(Instant::now() < deadline, "the consumer never took the message");
+        c.pump(Duration::from_millis(50));
+    }
+    c.send(&window_flow(0, 0, 100, None, None));
+    assert!(c.wait(WAIT, |g| transfer_handles(g, bch).len() == 100), "{}", c.summary());
+    let first = transfer_handles(&c.got, bch);
+    let at = first.iter().position(|h| *h == q);
+    assert!(at.is_some_and(|i| i <= 64), "the queue message came at {at:?} of the first 100");
+    c.send(&window_flow(0, 100, 2048, None, None));
+    assert!(c.wait(WAIT, |g| transfer_handles(g, bch).len() == 201), "{}", c.summary());
+    let all = transfer_handles(&c.got, bch);
+    assert_eq!(all.iter().filter(|h| **h == ev).count(), 200);
 }
 
 #[test]

@@ -259,6 +259,10 @@ pub enum ShardMsg {
         /// Answer with [`ShardMsg::UnsubscribeDone`] (the connection holds its DETACH
         /// reply until the subscription is released).
         confirm: bool,
+        /// Queues: tokens of deliveries the connection never sent (they waited for a
+        /// shut session window), in the order given: back to the front of the queue,
+        /// their delivery not counted.
+        returned: Vec<u64>,
     },
     /// Lossless events-store: every event before `next_seq` has been sent.
     Consumed {

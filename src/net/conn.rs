@@ -147,6 +147,8 @@ struct LinkCtx {
     /// Detached for passing the connection's bound on waiting deliveries: what comes
     /// for it before its Detached event is not held.
     held_over: bool,
+    /// Queue deliveries released from `held` unsent: given back with the Unsubscribe.
+    returned: Vec<u64>,
 }
 
 #[derive(Debug, Default)]
@@ -196,9 +198,14 @@ fn held_cost(h: &Held) -> u64 {
     h.payload.len() as u64 + HELD_OVERHEAD
 }
 
+/// Most deliveries one link sends in a turn when its session window reopens, before
+/// the next waiting link of the session gets one.
+const HELD_TURN: usize = 64;
+
 /// A delivery waiting for room in the peer's session window.
 #[derive(Debug)]
 struct Held {
+    /// The home's token (queues, RPC); an events-store event's sequence number.
     token: u64,
     payload: Bytes,
     settled: bool,
@@ -232,9 +239,9 @@ struct Driver {
     /// (deadline ms, request number).
     deadlines: BinaryHeap<Reverse<(u64, u64)>>,
     next_request: u64,
-    /// Consume links with deliveries waiting for their session window (`LinkCtx::held`),
-    /// in the order they began to wait; each once.
-    held_links: VecDeque<LinkId>,
+    /// Per session (local channel): its consume links with deliveries waiting for its
+    /// window (`LinkCtx::held`), in turn order, each once.
+    held_on: HashMap<u16, VecDeque<LinkId>>,
     /// What the links' waiting deliveries cost: payload plus [`HELD_OVERHEAD`] each.
     held_bytes: u64,
     reject: Option<Error>,
@@ -337,7 +344,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         pending: HashMap::default(),
         deadlines: BinaryHeap::new(),
         next_request: 1,
-        held_links: VecDeque::new(),
+        held_on: HashMap::default(),
         held_bytes: 0,
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
         read_size: READ_MIN,
@@ -743,8 +750,13 @@ impl Driver {
             Event::AttachRequested { link, channel, attach } => self.on_attach(link, channel, *attach),
             Event::Attached { .. } => {}
             Event::Credit { link, credit, drain } => self.on_credit(link, credit, drain),
-            Event::SenderFlow { .. } => {}
-            Event::SessionFlow { .. } => self.retry_held(),
+            // A link's FLOW carries its session's window too.
+            Event::SenderFlow { link, .. } => {
+                if let Some(ch) = self.links.get(&link).map(|c| c.channel) {
+                    self.retry_held(ch);
+                }
+            }
+            Event::SessionFlow { channel } => self.retry_held(channel),
             Event::Delivery(d) => self.on_delivery(d),
             Event::Aborted { .. } => {}
             Event::Disposition { link, delivery_id, settled, state } => {
@@ -882,6 +894,7 @@ impl Driver {
             unreported: (0, 0),
             held: VecDeque::new(),
             held_over: false,
+            returned: Vec::new(),
         }
     }
 
@@ -1236,6 +1249,7 @@ impl Driver {
 
     fn on_credit(&mut self, link: LinkId, credit: u32, drain: bool) {
         let Some(ctx) = self.links.get_mut(&link) else { return };
+        let channel = ctx.channel;
         match &mut ctx.kind {
             LinkKind::Consume { subscribed: false, pending_credit, .. } => *pending_credit = Some((credit, drain)),
             LinkKind::Consume { key, ring: Some(_), .. } => {
@@ -1255,7 +1269,8 @@ impl Driver {
             }
             LinkKind::Produce { .. } => {}
         }
-        self.retry_held();
+        // The FLOW carried the session's window too.
+        self.retry_held(channel);
     }
 
     fn forward_credit(&mut self, link: LinkId, key: ChannelKey, credit: u32, drain: bool) {
@@ -1298,16 +1313,15 @@ impl Driver {
         let serial = ctx.serial;
         let pattern = pattern_index(key.pattern);
         let mut sent_next = None;
+        // Behind deliveries that wait for the session window: resumed once they have
+        // gone out (`retry_held`). Inside the loop, the link starts waiting only where
+        // the loop ends.
+        let waiting = !ctx.held.is_empty();
         loop {
-            if self.engine.link_credit(link) == 0 {
-                break;
-            }
-            if self.holding(link) {
-                // Resumed once what waits has gone out (`retry_held`).
+            if waiting || self.engine.link_credit(link) == 0 {
                 break;
             }
             let Some((seq, msg)) = ring.ring.pop() else { break };
-            sent_next = Some(seq + 1);
             let ctx = match self.links.get_mut(&link) {
                 Some(c) => c,
                 None => return,
@@ -1315,9 +1329,13 @@ impl Driver {
             let tag = DeliveryTag::from_u64(ctx.next_tag);
             ctx.next_tag += 1;
             match self.engine.send_ref(link, tag, &msg.payload, true) {
-                Ok(_) => add(&self.shard.counters.transfers_out[pattern], 1),
+                Ok(_) => {
+                    add(&self.shard.counters.transfers_out[pattern], 1);
+                    sent_next = Some(seq + 1);
+                }
                 Err(UsageError::SessionWindow) => {
-                    self.hold(link, Held { token: 0, payload: msg.payload, settled: true });
+                    // Not sent: a lossless cursor stays before it.
+                    self.hold(link, Held { token: seq, payload: msg.payload, settled: true });
                     break;
                 }
                 Err(_) => break,
@@ -1344,6 +1362,7 @@ impl Driver {
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
         let pattern = key.pattern;
+        let waiting = !ctx.held.is_empty();
         let payload = if pattern == Pattern::Queues {
             let p = message::with_delivery_header(&msg.payload, receive_count);
             self.spent.push(msg.payload);
@@ -1351,7 +1370,7 @@ impl Driver {
         } else {
             msg.payload
         };
-        if self.holding(link) {
+        if waiting {
             self.hold(link, Held { token, payload, settled });
             return;
         }
@@ -1457,107 +1476,133 @@ impl Driver {
         self.consumed_settled(key, sub, token, outcome);
     }
 
-    /// Whether deliveries of `link` wait for its session window (its new ones go after
-    /// them).
-    fn holding(&self, link: LinkId) -> bool {
-        self.links.get(&link).is_some_and(|c| !c.held.is_empty())
-    }
-
     /// Queue a delivery of consume link `link` behind its session window. Deliveries
     /// waiting on a connection are bounded (payload plus [`HELD_OVERHEAD`] each, four
     /// times `SLUICE_EVENTS_IN_FLIGHT_BYTES`): the link that passes the bound is
     /// detached with resource-limit-exceeded. A peer that keeps its session windows
     /// shut while many links take deliveries would otherwise make the connection hold
-    /// each link's window (queue and RPC deliveries go back to their channel with the
-    /// link; events, at most once, are dropped and counted).
+    /// each link's window. Of what the detached link held, queue messages go back to
+    /// the front of their queue with the Unsubscribe, their delivery not counted; RPC
+    /// requests are lost with the responder (their requesters' deadlines answer
+    /// them); events, at most once, are counted as dropped.
+    /// (An events-store link holds at most one event: it counts towards the bound but
+    /// is not detached by it.)
     fn hold(&mut self, link: LinkId, h: Held) {
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
-        let pattern = key.pattern;
-        let tracked = matches!(pattern, Pattern::Commands | Pattern::Queries | Pattern::Queues);
         if ctx.held_over {
-            if tracked {
-                self.link_settled(link, h.token, Outcome::Undelivered);
-            } else {
+            if key.pattern == Pattern::Queues {
+                ctx.returned.push(h.token);
+            } else if key.pattern == Pattern::Events {
                 add(&self.shard.counters.events_dropped_held, 1);
             }
             return;
         }
         if ctx.held.is_empty() {
-            self.held_links.push_back(link);
+            self.held_on.entry(ctx.channel).or_default().push_back(link);
         }
         self.held_bytes += held_cost(&h);
         ctx.held.push_back(h);
         let cap = self.shard.global.settings.events_in_flight_bytes.saturating_mul(4);
-        if self.held_bytes <= cap {
+        // An events-store link holds one event at most (its ring stops behind it): it
+        // counts, but the bound detaches links that can hold more.
+        if self.held_bytes <= cap || key.pattern == Pattern::EventsStore {
             return;
         }
         // Released here, so that later deliveries for this link in the same turn
-        // (before its Detached event) meet a detached link instead of waiting.
-        let lost = self.release_held(link);
-        if let Some(ctx) = self.links.get_mut(&link) {
-            ctx.held_over = true;
+        // (before its Detached event) are not held.
+        let (pattern, channel) = (key.pattern, ctx.channel);
+        ctx.held_over = true;
+        let held = std::mem::take(&mut ctx.held);
+        if pattern == Pattern::Queues {
+            ctx.returned.extend(held.iter().map(|h| h.token));
+        } else {
+            // RPC requests are lost with the responder (their requesters' deadlines
+            // answer them); events are at most once.
+            add(
+                &self.shard.counters.events_dropped_held,
+                if pattern == Pattern::Events { held.len() as u64 } else { 0 },
+            );
         }
-        if !tracked {
-            add(&self.shard.counters.events_dropped_held, lost);
-        }
+        self.forget_held(link, channel, &held);
         add(&self.shard.counters.errors[2], 1);
         let why = format!("deliveries waiting for the session window passed {cap} bytes");
         self.engine.detach(link, Some(Error::new(condition::RESOURCE_LIMIT_EXCEEDED, why)));
     }
 
-    /// Drop the deliveries of `link` waiting behind its session window; how many.
-    fn release_held(&mut self, link: LinkId) -> u64 {
-        let Some(ctx) = self.links.get_mut(&link) else { return 0 };
-        let held = std::mem::take(&mut ctx.held);
-        self.forget_held(link, &held)
-    }
-
-    /// `held`, the waiting deliveries of `link`, are gone; how many. Costs the link's
-    /// own deliveries and the links that hold any, never every waiting delivery.
-    fn forget_held(&mut self, link: LinkId, held: &VecDeque<Held>) -> u64 {
+    /// `held`, the waiting deliveries of `link` (on session `channel`), are no longer
+    /// counted or waiting. Costs the links waiting on that session, never every waiting
+    /// delivery.
+    fn forget_held(&mut self, link: LinkId, channel: u16, held: &VecDeque<Held>) {
         if held.is_empty() {
-            return 0;
+            return;
         }
         self.held_bytes -= held.iter().map(held_cost).sum::<u64>();
-        self.held_links.retain(|l| *l != link);
-        held.len() as u64
+        if let Some(q) = self.held_on.get_mut(&channel) {
+            q.retain(|l| *l != link);
+            if q.is_empty() {
+                self.held_on.remove(&channel);
+            }
+        }
     }
 
-    /// Send what waits behind session windows, link by link, as far as each link's
-    /// session window allows (a shut session holds back its own links only); an
-    /// events-store ring whose link stopped behind its waiting deliveries goes on once
-    /// they are out. Costs nothing when nothing waits (every session FLOW calls it:
-    /// a stream of FLOW frames must not cost a walk over every link each).
-    fn retry_held(&mut self) {
-        for _ in 0..self.held_links.len() {
-            let Some(link) = self.held_links.pop_front() else { break };
+    /// Send what waits behind the window of session `channel`, link by link in turns
+    /// of at most [`HELD_TURN`] deliveries, as far as the window allows; a link whose
+    /// deliveries are all out goes on with its events-store ring. Costs what it sends
+    /// and nothing when nothing waits on the session (every FLOW calls it).
+    fn retry_held(&mut self, channel: u16) {
+        if !self.held_on.contains_key(&channel) {
+            return;
+        }
+        while self.engine.session_window(channel) > 0 {
+            let Some(link) = self.held_on.get_mut(&channel).and_then(VecDeque::pop_front) else { break };
             let Some(ctx) = self.links.get(&link) else { continue };
-            let LinkKind::Consume { key, .. } = &ctx.kind else { continue };
+            let LinkKind::Consume { key, hold: lossless, .. } = &ctx.kind else { continue };
             let pattern = key.pattern;
+            // Lossless events-store links tell the home how far they have sent.
+            let cursor = (pattern == Pattern::EventsStore && *lossless).then(|| (key.clone(), ctx.serial));
+            let (mut sent, mut next_seq, mut shut) = (0, None, false);
             while let Some(ctx) = self.links.get_mut(&link) {
-                if ctx.held.is_empty() {
-                    if pattern == Pattern::EventsStore {
-                        self.pump_ring(link);
-                    }
-                    break;
-                }
-                if self.engine.session_window(ctx.channel) == 0 {
-                    self.held_links.push_back(link);
+                if sent == HELD_TURN || self.engine.session_window(channel) == 0 {
                     break;
                 }
                 let Some(h) = ctx.held.pop_front() else { break };
                 self.held_bytes -= held_cost(&h);
+                let seq = h.token;
                 if let Some(h) = self.send_consumed(link, pattern, h.token, h.payload, h.settled) {
-                    // No room after all: first again.
+                    // No room after all (a delivery's frames wait in the session).
                     if let Some(ctx) = self.links.get_mut(&link) {
                         self.held_bytes += held_cost(&h);
                         ctx.held.push_front(h);
-                        self.held_links.push_back(link);
                     }
+                    shut = true;
                     break;
                 }
+                sent += 1;
+                next_seq = Some(seq + 1);
             }
+            if let (Some((key, serial)), Some(next_seq)) = (cursor, next_seq) {
+                let sub = self.sub(serial);
+                self.route(ShardMsg::Consumed { key, sub, next_seq });
+            }
+            let waiting = self.links.get(&link).is_some_and(|c| !c.held.is_empty());
+            if waiting {
+                // The back of the turns (first again when the window is what stopped it).
+                let q = self.held_on.entry(channel).or_default();
+                if shut {
+                    q.push_front(link);
+                } else {
+                    q.push_back(link);
+                }
+            } else if pattern == Pattern::EventsStore {
+                self.pump_ring(link);
+            }
+            if shut {
+                break;
+            }
+        }
+        if self.held_on.get(&channel).is_some_and(VecDeque::is_empty) {
+            self.held_on.remove(&channel);
         }
     }
 
@@ -1638,22 +1683,29 @@ impl Driver {
         let Some(mut ctx) = self.remove_link(link) else { return };
         self.serials.remove(&ctx.serial);
         let held = std::mem::take(&mut ctx.held);
-        self.forget_held(link, &held);
+        self.forget_held(link, ctx.channel, &held);
         let sub = self.sub(ctx.serial);
         match ctx.kind {
             LinkKind::Consume { key, subscribed, ring, stalled, .. } => {
                 if subscribed {
                     gauge(&self.shard.counters.links_sender, -1);
                 }
-                // The first event the link was given but never sent.
-                let resume_at = ring.and_then(|r| r.ring.pop()).map(|(seq, _)| seq);
+                // The first event the link was given but never sent: the one waiting
+                // for the session window, else the next in its ring.
+                let first_held = (key.pattern == Pattern::EventsStore).then(|| held.front().map(|h| h.token)).flatten();
+                let resume_at = first_held.or_else(|| ring.and_then(|r| r.ring.pop()).map(|(seq, _)| seq));
+                // Queue deliveries never sent go back uncounted.
+                let mut returned = std::mem::take(&mut ctx.returned);
+                if key.pattern == Pattern::Queues {
+                    returned.extend(held.iter().map(|h| h.token));
+                }
                 // A durable link's DETACH is answered once the home has released the
                 // subscription, so a re-attach right after it finds it free.
                 let confirm = ctx.durable && self.engine_link_open(link);
                 if confirm {
                     self.detaching.insert(ctx.serial, link);
                 }
-                self.route(ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm });
+                self.route(ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm, returned });
             }
             LinkKind::NodeConsume { node } => {
                 gauge(&self.shard.counters.links_sender, -1);
@@ -2154,9 +2206,9 @@ impl Driver {
             ShardMsg::DeliverBatch { sub, msgs } => self.on_deliver_events(sub.link, msgs),
             ShardMsg::DrainDone { sub } => {
                 if let Some(&link) = self.serials.get(&sub.link) {
-                    if self.holding(link) {
+                    if let Some(ch) = self.links.get(&link).filter(|c| !c.held.is_empty()).map(|c| c.channel) {
                         // Deliveries still wait for the session window; they go first.
-                        self.retry_held();
+                        self.retry_held(ch);
                     }
                     let _ = self.engine.drain_complete(link);
                 }
@@ -2269,6 +2321,8 @@ impl Driver {
 
     fn teardown(&mut self) {
         self.flush_events();
+        // Every link goes: none needs taking out of the session turns one by one.
+        self.held_on.clear();
         let links: Vec<LinkId> = self.links.keys().copied().collect();
         for l in links {
             self.on_detached(l);
