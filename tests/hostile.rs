@@ -1484,6 +1484,60 @@ fn links_of_a_session_take_turns_when_its_window_reopens() {
     assert_eq!(all.iter().filter(|h| **h == ev).count(), 200);
 }
 
+/// A drain while deliveries wait for the session window completes once they are out:
+/// a queue consumer with credit 5 and three messages waiting asks to drain; when the
+/// window opens, the three arrive and then the drain's FLOW (credit 0). (Before,
+/// the drain completed at once, the credit was gone when the window opened, and the
+/// three went back to the queue in reverse order.)
+#[test]
+fn a_drain_waits_for_deliveries_held_by_the_session_window() {
+    let b = Broker::start(&[]);
+    let mut prod = Peer::handshake(&b, "drain-producer");
+    prod.begin(0);
+    prod.attach(0, 0, "p", Role::Sender, Some("queues/drain-held"), SenderSettleMode::Unsettled);
+    for i in 0..3u32 {
+        prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
+    }
+    let mut c = Peer::handshake(&b, "drain-consumer");
+    let bch = c.begin_shut(0);
+    let q = c.attach(0, 0, "r", Role::Receiver, Some("queues/drain-held"), SenderSettleMode::Unsettled);
+    c.send(&window_flow(0, 0, 0, Some(0), Some(5)));
+    let taken = "sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"drain-held\"}";
+    let deadline = Instant::now() + WAIT;
+    while b.metric(taken) != Some(3.0) {
+        assert!(Instant::now() < deadline, "the consumer took {:?}", b.metric(taken));
+        c.pump(Duration::from_millis(50));
+    }
+    let drain = Flow {
+        next_incoming_id: Some(0),
+        incoming_window: 0,
+        next_outgoing_id: 0,
+        outgoing_window: 2048,
+        handle: Some(0),
+        delivery_count: Some(0),
+        link_credit: Some(5),
+        drain: Some(true),
+        ..Default::default()
+    };
+    c.send(&frame(0, Performative::Flow(drain), &[]));
+    c.pump(Duration::from_millis(300));
+    c.send(&window_flow(0, 0, 2048, None, None));
+    let drained = |g: &[In]| {
+        g.iter().any(|i| {
+            matches!(i, In::Amqp(ch, Performative::Flow(f))
+                if *ch == bch && f.handle == Some(q) && f.drain == Some(true) && f.link_credit == Some(0))
+        })
+    };
+    assert!(c.wait(WAIT, drained), "no drain answer: {}", c.summary());
+    let at = |pred: &dyn Fn(&In) -> bool| {
+        c.got.iter().enumerate().filter(|(_, i)| pred(i)).map(|(n, _)| n).collect::<Vec<_>>()
+    };
+    let transfers = at(&|i| matches!(i, In::Amqp(ch, Performative::Transfer(t)) if *ch == bch && t.handle == q));
+    let answer = at(&|i| drained(std::slice::from_ref(i)));
+    assert_eq!(transfers.len(), 3, "the three waiting messages: {}", c.summary());
+    assert!(transfers.iter().all(|t| *t < answer[0]), "they went out before the drain's answer: {}", c.summary());
+}
+
 #[test]
 fn transfer_beyond_the_session_window_ends_the_session() {
     // A large link credit so that the session window (2048 frames) is the limit; one

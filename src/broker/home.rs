@@ -1158,11 +1158,16 @@ impl QueueChan {
                 let unacked = &self.unacked;
                 c.tokens.push(token, |t| unacked.get(t).is_some_and(|u| u.sub == sub));
             }
+            if gave {
+                idle = 0;
+            }
             if c.room() > 0 {
                 // Back of the turns; a whole round of them that gives nothing (their
                 // byte watermarks hold the next message back) ends the dispatch.
                 self.turns.push_back(sub);
-                idle = if gave { 0 } else { idle + 1 };
+                if !gave {
+                    idle += 1;
+                }
             } else {
                 c.queued = false;
             }
@@ -2390,5 +2395,52 @@ mod tests {
             home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
         }
         assert_eq!((to(&out, 7), to(&out, 500)), (10, 10), "turn by turn");
+    }
+
+    /// A dispatch goes on while a consumer took something in the round: A's byte
+    /// watermark holds back the 50-byte message B then takes, and the 10-byte one
+    /// behind it fits A, which gets it in the same dispatch (before, the round that
+    /// ended with B out of room stopped the dispatch and left it waiting).
+    #[test]
+    fn a_dispatch_goes_on_after_a_round_that_gave() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Queues, "watermark");
+        let mut out = Vec::new();
+        let sub = |link: u64| SubRef { shard: 0, conn: 1, link };
+        let credit = |link: u64, credit: u32| ShardMsg::Credit {
+            key: key.clone(),
+            sub: sub(link),
+            credit,
+            delivery_count: 0,
+            bytes_out: 0,
+            drain: false,
+        };
+        let publish = |n: usize, home: &mut Home, out: &mut Vec<ShardMsg>| {
+            let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
+            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
+        };
+        let mut a = spec();
+        a.presettled = false;
+        a.max_outstanding_bytes = 100;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: a }, 1, &mut out);
+        home.handle(credit(1, 10), 1, &mut out);
+        publish(60, &mut home, &mut out);
+        publish(50, &mut home, &mut out);
+        publish(10, &mut home, &mut out);
+        let sizes = |out: &[ShardMsg], link: u64| -> Vec<usize> {
+            out.iter()
+                .filter_map(|m| match m {
+                    ShardMsg::Deliver { sub: s, msg, .. } if s.link == link => Some(msg.payload.len()),
+                    _ => None,
+                })
+                .collect()
+        };
+        assert_eq!(sizes(&out, 1), vec![60]);
+        let mut b = spec();
+        b.presettled = false;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2), spec: b }, 1, &mut out);
+        home.handle(credit(2, 1), 1, &mut out);
+        assert_eq!(sizes(&out, 2), vec![50]);
+        assert_eq!(sizes(&out, 1), vec![60, 10]);
     }
 }

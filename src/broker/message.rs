@@ -118,6 +118,8 @@ pub fn app_property(raw: &RawMessage, name: &str) -> Option<Value> {
 thread_local! {
     /// Selector views built on this thread (tests count the parses).
     pub(crate) static VIEWS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Property names compared by lookups (tests of their cost).
+    static NAME_COMPARISONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// The fields a selector can see: application-properties and the JMS header names.
@@ -127,7 +129,14 @@ pub struct SelectorView {
     props: Option<Properties>,
     header: Option<Header>,
     app: Vec<(String, Value)>,
+    /// Positions in `app` sorted by name (first occurrence first), built at the first
+    /// lookup when there are more than [`SCAN_MAX`]: a lookup costs log n comparisons,
+    /// not n (before, each identifier of each evaluation scanned every property).
+    by_name: std::cell::OnceCell<Vec<u32>>,
 }
+
+/// Application properties a lookup scans one by one; above it, they are indexed.
+const SCAN_MAX: usize = 16;
 
 impl SelectorView {
     /// A view of `payload` (a message that failed to parse shows nothing).
@@ -138,7 +147,35 @@ impl SelectorView {
         let props = raw.properties().ok().flatten();
         let header = raw.header().ok().flatten();
         let app = raw.application_properties().ok().flatten().unwrap_or_default();
-        SelectorView { raw, props, header, app }
+        SelectorView { raw, props, header, app, by_name: Default::default() }
+    }
+
+    /// The first application property named `name`.
+    fn app_value(&self, name: &str) -> Option<&Value> {
+        if self.app.len() <= SCAN_MAX {
+            return self
+                .app
+                .iter()
+                .find(|(k, _)| {
+                    #[cfg(test)]
+                    NAME_COMPARISONS.with(|n| n.set(n.get() + 1));
+                    k == name
+                })
+                .map(|(_, v)| v);
+        }
+        let by_name = self.by_name.get_or_init(|| {
+            let mut v: Vec<u32> = (0..self.app.len() as u32).collect();
+            // Stable: equal names keep their order, so the first one wins as before.
+            v.sort_by(|a, b| self.app[*a as usize].0.cmp(&self.app[*b as usize].0));
+            v
+        });
+        let at = by_name.partition_point(|i| {
+            #[cfg(test)]
+            NAME_COMPARISONS.with(|n| n.set(n.get() + 1));
+            self.app[*i as usize].0.as_str() < name
+        });
+        let (k, v) = &self.app[*by_name.get(at)? as usize];
+        (k == name).then_some(v)
     }
 
     /// The underlying message.
@@ -201,7 +238,7 @@ impl SelectorSource for SelectorView {
             "JMSXGroupID" => p?.group_id.clone().map(SelectorValue::Str),
             "JMSXGroupSeq" => p?.group_sequence.map(|s| SelectorValue::Int(s as i64)),
             "JMSXUserID" => p?.user_id.as_ref().map(|u| SelectorValue::Str(String::from_utf8_lossy(u).into_owned())),
-            name => self.app.iter().find(|(k, _)| k == name).and_then(|(_, v)| to_selector_value(v)),
+            name => self.app_value(name).and_then(to_selector_value),
         }
     }
 }
@@ -230,5 +267,28 @@ mod tests {
         assert_eq!(v.get("big"), None);
         assert!(matches!(v.get("edge"), Some(SelectorValue::Str(s)) if s.len() == SELECTOR_MAX_STRING));
         assert_eq!(v.get("small"), Some(SelectorValue::Str("red".into())));
+    }
+
+    /// A message with many application properties is looked up by an index: 10,000
+    /// properties, the last one found in at most 15 name comparisons (a scan compared
+    /// 10,000); duplicate names give the first, as a scan did; few properties are still
+    /// scanned.
+    #[test]
+    fn many_properties_are_looked_up_by_index() {
+        let mut props: Vec<(String, Value)> = (0..10_000).map(|i| (format!("p{i}"), Value::Int(i))).collect();
+        props.push(("p42".into(), Value::Int(-1)));
+        let m = Message {
+            application_properties: Some(props),
+            body: Body::Data(Bytes::from_static(b"b")),
+            ..Default::default()
+        };
+        let v = SelectorView::new(&m.to_bytes().freeze());
+        assert_eq!(v.get("p0"), Some(SelectorValue::Int(0)));
+        NAME_COMPARISONS.with(|n| n.set(0));
+        assert_eq!(v.get("p9999"), Some(SelectorValue::Int(9999)));
+        assert!(NAME_COMPARISONS.with(|n| n.get()) <= 15);
+        assert_eq!(v.get("p42"), Some(SelectorValue::Int(42)), "the first of two");
+        assert_eq!(v.get("p10000"), None);
+        assert_eq!(v.get("JMSPriority"), Some(SelectorValue::Int(4)));
     }
 }

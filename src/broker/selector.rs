@@ -43,6 +43,8 @@
 //! identifier and operator counts; parentheses do not). Parentheses may nest at most 64 deep.
 //! Since the tree depth never exceeds the node count, evaluation recursion is bounded too.
 //! `LIKE` matching is linear in the pattern times the value length (no backtracking blow-up).
+//! One evaluation's LIKE comparisons and the bytes of the string properties it reads share
+//! one budget of 16 M; past it the node is UNKNOWN.
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -146,9 +148,10 @@ impl Selector {
         self.eval(msg) == Tri::True
     }
 
-    /// Three-valued result of the selector for `msg`. Its LIKEs share one budget of
-    /// [`LIKE_BUDGET`] comparisons, so a selector made of many costly LIKEs costs a
-    /// shard no more per message than one does.
+    /// Three-valued result of the selector for `msg`. Its LIKEs and the string
+    /// properties it reads share one budget of [`LIKE_BUDGET`] comparisons and bytes,
+    /// so a selector made of many costly LIKEs, or naming a long property many times,
+    /// costs a shard no more per message than one does.
     fn eval(&self, msg: &dyn SelectorSource) -> Tri {
         let mut budget = LIKE_BUDGET;
         eval_bool(&self.root, msg, &mut budget)
@@ -828,26 +831,51 @@ fn eval_bool(node: &Node, msg: &dyn SelectorSource, budget: &mut usize) -> Tri {
             };
             compare(CmpOp::Ge, &v, &lo).and(compare(CmpOp::Le, &v, &hi)).negate_if(*negated)
         }
-        Node::In { ident, list, negated } => match msg.get(ident) {
-            Some(SelectorValue::Str(s)) => Tri::from_bool(list.contains(&s)).negate_if(*negated),
+        Node::In { ident, list, negated } => match fetch(msg, ident, budget) {
+            Ok(Some(SelectorValue::Str(s))) => Tri::from_bool(list.contains(&s)).negate_if(*negated),
             _ => Tri::Unknown,
         },
-        Node::Like { ident, pattern, negated } => match msg.get(ident) {
-            Some(SelectorValue::Str(s)) => match pattern.matches(&s, budget) {
+        Node::Like { ident, pattern, negated } => match fetch(msg, ident, budget) {
+            Ok(Some(SelectorValue::Str(s))) => match pattern.matches(&s, budget) {
                 Some(m) => Tri::from_bool(m).negate_if(*negated),
                 None => Tri::Unknown,
             },
             _ => Tri::Unknown,
         },
-        Node::IsNull { ident, negated } => Tri::from_bool(msg.get(ident).is_none()).negate_if(*negated),
+        Node::IsNull { ident, negated } => match fetch(msg, ident, budget) {
+            Ok(v) => Tri::from_bool(v.is_none()).negate_if(*negated),
+            Err(OverBudget) => Tri::Unknown,
+        },
         Node::Lit(SelectorValue::Bool(b)) => Tri::from_bool(*b),
-        Node::Ident(name) => match msg.get(name) {
-            Some(SelectorValue::Bool(b)) => Tri::from_bool(b),
+        Node::Ident(name) => match fetch(msg, name, budget) {
+            Ok(Some(SelectorValue::Bool(b))) => Tri::from_bool(b),
             _ => Tri::Unknown,
         },
         // Non-boolean nodes are rejected by the type check; treat them as UNKNOWN anyway.
         Node::Lit(_) | Node::Arith(..) | Node::Neg(_) => Tri::Unknown,
     }
+}
+
+/// The evaluation's budget ran out.
+struct OverBudget;
+
+/// `msg`'s value of identifier `name`. A string's bytes are charged to the evaluation's
+/// budget, which reads of long string properties share with LIKE comparisons: a
+/// selector naming a 1 MiB property 64 times copies at most the budget (plus one
+/// property), not 64 MiB, per evaluation. `Err` once it has run out (the node is UNKNOWN).
+fn fetch(msg: &dyn SelectorSource, name: &str, budget: &mut usize) -> Result<Option<SelectorValue>, OverBudget> {
+    if *budget == 0 {
+        return Err(OverBudget);
+    }
+    let v = msg.get(name);
+    if let Some(SelectorValue::Str(s)) = &v {
+        if s.len() > *budget {
+            *budget = 0;
+            return Err(OverBudget);
+        }
+        *budget -= s.len();
+    }
+    Ok(v)
 }
 
 /// The value of `node`, or `None` for NULL / UNKNOWN.
@@ -859,7 +887,7 @@ fn eval_value<'a>(node: &'a Node, msg: &dyn SelectorSource, budget: &mut usize) 
             SelectorValue::Float(f) => Val::Float(*f),
             SelectorValue::Str(s) => Val::Str(Cow::Borrowed(s)),
         }),
-        Node::Ident(name) => msg.get(name).map(Val::from),
+        Node::Ident(name) => fetch(msg, name, budget).ok()?.map(Val::from),
         Node::Neg(inner) => match eval_value(inner, msg, budget)? {
             Val::Int(i) => i.checked_neg().map(Val::Int),
             Val::Float(f) => Some(Val::Float(-f)),
@@ -1548,10 +1576,35 @@ mod tests {
         // 65,473 windows of a 64-character segment: 4.19 M comparisons charged.
         let like = format!("s LIKE '%{}b%'", "a".repeat(63));
         no(&like, &m);
-        no(&[like.as_str(); 4].join(" OR "), &m);
+        // Three fit the budget (with the 64 KiB read of `s` each, four no longer do).
+        no(&[like.as_str(); 3].join(" OR "), &m);
         unknown(&[like.as_str(); 16].join(" OR "), &m);
         // The next evaluation has its whole budget again.
         no(&like, &m);
+    }
+
+    /// A string property's bytes count against the evaluation's budget: a selector that
+    /// names a 1 MiB property twenty times reads at most 16 MiB of it (the budget) and
+    /// is UNKNOWN past it, where it used to copy all 20 MiB; the same selector on a short
+    /// property is as before.
+    #[test]
+    fn reads_of_long_string_properties_share_the_budget() {
+        struct Counting(Msg, std::cell::Cell<usize>);
+        impl SelectorSource for Counting {
+            fn get(&self, identifier: &str) -> Option<SelectorValue> {
+                let v = self.0.get(identifier);
+                if let Some(SelectorValue::Str(s)) = &v {
+                    self.1.set(self.1.get() + s.len());
+                }
+                v
+            }
+        }
+        let text = ["p IS NULL"; 19].join(" OR ") + " OR p IS NOT NULL";
+        let long = Counting(empty().s("p", &"a".repeat(1 << 20)), Default::default());
+        assert_eq!(sel(&text).eval(&long), Tri::Unknown);
+        assert!(long.1.get() <= (16 << 20) + (1 << 20), "{} bytes read", long.1.get());
+        let short = Counting(empty().s("p", "a"), Default::default());
+        assert_eq!(sel(&text).eval(&short), Tri::True);
     }
 
     // --- IS NULL ---------------------------------------------------------------------------

@@ -149,6 +149,10 @@ struct LinkCtx {
     held_over: bool,
     /// Queue deliveries released from `held` unsent: given back with the Unsubscribe.
     returned: Vec<u64>,
+    /// In its session's turns (`Driver::held_on`).
+    turn: bool,
+    /// A drain waits for `held` to go out (then the link's credit is used up).
+    drain_after_held: bool,
 }
 
 #[derive(Debug, Default)]
@@ -201,6 +205,17 @@ fn held_cost(h: &Held) -> u64 {
 /// Most deliveries one link sends in a turn when its session window reopens, before
 /// the next waiting link of the session gets one.
 const HELD_TURN: usize = 64;
+
+/// What became of a delivery given to [`Driver::send_consumed`].
+enum Sent {
+    /// Written.
+    Out,
+    /// The session window has no room for it: back to the caller, to hold.
+    Waits(Held),
+    /// Not sendable (the link is going, or has no credit): given back to its channel
+    /// (queues, RPC) or dropped (events).
+    Failed,
+}
 
 /// A delivery waiting for room in the peer's session window.
 #[derive(Debug)]
@@ -895,6 +910,8 @@ impl Driver {
             held: VecDeque::new(),
             held_over: false,
             returned: Vec::new(),
+            turn: false,
+            drain_after_held: false,
         }
     }
 
@@ -1248,8 +1265,9 @@ impl Driver {
     // ------------------------------------------------------------ credit and delivery (consume)
 
     fn on_credit(&mut self, link: LinkId, credit: u32, drain: bool) {
+        // The FLOW carried the session's window too: what waits for it goes first.
+        self.held_credit(link);
         let Some(ctx) = self.links.get_mut(&link) else { return };
-        let channel = ctx.channel;
         match &mut ctx.kind {
             LinkKind::Consume { subscribed: false, pending_credit, .. } => *pending_credit = Some((credit, drain)),
             LinkKind::Consume { key, ring: Some(_), .. } => {
@@ -1269,8 +1287,6 @@ impl Driver {
             }
             LinkKind::Produce { .. } => {}
         }
-        // The FLOW carried the session's window too.
-        self.retry_held(channel);
     }
 
     fn forward_credit(&mut self, link: LinkId, key: ChannelKey, credit: u32, drain: bool) {
@@ -1342,8 +1358,16 @@ impl Driver {
             }
         }
         let drain = self.engine.link_info(link).is_some_and(|i| i.drain);
-        if drain && (ring.ring.is_empty() || self.engine.link_credit(link) == 0) {
-            let _ = self.engine.drain_complete(link);
+        let credit = self.engine.link_credit(link);
+        if drain && (ring.ring.is_empty() || credit == 0) {
+            // An event waiting for the session window keeps the drain open (it uses the
+            // credit once out, `retry_held`).
+            match self.links.get_mut(&link) {
+                Some(ctx) if credit > 0 && !ctx.held.is_empty() => ctx.drain_after_held = true,
+                _ => {
+                    let _ = self.engine.drain_complete(link);
+                }
+            }
         }
         let sub = self.sub(serial);
         if let (true, Some(next_seq)) = (hold, sent_next) {
@@ -1374,7 +1398,7 @@ impl Driver {
             self.hold(link, Held { token, payload, settled });
             return;
         }
-        if let Some(h) = self.send_consumed(link, pattern, token, payload, settled) {
+        if let Sent::Waits(h) = self.send_consumed(link, pattern, token, payload, settled) {
             self.hold(link, h);
         }
     }
@@ -1428,15 +1452,8 @@ impl Driver {
 
     /// Send one delivery of consume link `link`; the delivery back when the session
     /// window has no room for it (the caller holds it).
-    fn send_consumed(
-        &mut self,
-        link: LinkId,
-        pattern: Pattern,
-        token: u64,
-        payload: Bytes,
-        settled: bool,
-    ) -> Option<Held> {
-        let ctx = self.links.get_mut(&link)?;
+    fn send_consumed(&mut self, link: LinkId, pattern: Pattern, token: u64, payload: Bytes, settled: bool) -> Sent {
+        let Some(ctx) = self.links.get_mut(&link) else { return Sent::Failed };
         let tag = DeliveryTag::from_u64(ctx.next_tag);
         ctx.next_tag += 1;
         let len = payload.len() as u64;
@@ -1459,12 +1476,16 @@ impl Driver {
                 } else if tracked {
                     self.link_settled(link, token, Outcome::Accepted);
                 }
+                Sent::Out
             }
-            Err(UsageError::SessionWindow) => return Some(Held { token, payload, settled }),
-            Err(_) if tracked => self.link_settled(link, token, Outcome::Undelivered),
-            Err(_) => {}
+            Err(UsageError::SessionWindow) => Sent::Waits(Held { token, payload, settled }),
+            Err(_) => {
+                if tracked {
+                    self.link_settled(link, token, Outcome::Undelivered);
+                }
+                Sent::Failed
+            }
         }
-        None
     }
 
     /// A delivery of consume link `link` is done with: see [`Self::consumed_settled`].
@@ -1498,7 +1519,8 @@ impl Driver {
             }
             return;
         }
-        if ctx.held.is_empty() {
+        if !ctx.turn {
+            ctx.turn = true;
             self.held_on.entry(ctx.channel).or_default().push_back(link);
         }
         self.held_bytes += held_cost(&h);
@@ -1513,6 +1535,7 @@ impl Driver {
         // (before its Detached event) are not held.
         let (pattern, channel) = (key.pattern, ctx.channel);
         ctx.held_over = true;
+        ctx.turn = false;
         let held = std::mem::take(&mut ctx.held);
         if pattern == Pattern::Queues {
             ctx.returned.extend(held.iter().map(|h| h.token));
@@ -1556,46 +1579,63 @@ impl Driver {
         }
         while self.engine.session_window(channel) > 0 {
             let Some(link) = self.held_on.get_mut(&channel).and_then(VecDeque::pop_front) else { break };
-            let Some(ctx) = self.links.get(&link) else { continue };
+            let Some(ctx) = self.links.get_mut(&link) else { continue };
+            ctx.turn = false;
             let LinkKind::Consume { key, hold: lossless, .. } = &ctx.kind else { continue };
             let pattern = key.pattern;
             // Lossless events-store links tell the home how far they have sent.
             let cursor = (pattern == Pattern::EventsStore && *lossless).then(|| (key.clone(), ctx.serial));
             let (mut sent, mut next_seq, mut shut) = (0, None, false);
-            while let Some(ctx) = self.links.get_mut(&link) {
+            // A link without credit waits out of the turns; its next credit brings it
+            // back (`on_credit`).
+            while self.engine.link_credit(link) > 0 {
+                let Some(ctx) = self.links.get_mut(&link) else { break };
                 if sent == HELD_TURN || self.engine.session_window(channel) == 0 {
                     break;
                 }
                 let Some(h) = ctx.held.pop_front() else { break };
                 self.held_bytes -= held_cost(&h);
                 let seq = h.token;
-                if let Some(h) = self.send_consumed(link, pattern, h.token, h.payload, h.settled) {
-                    // No room after all (a delivery's frames wait in the session).
-                    if let Some(ctx) = self.links.get_mut(&link) {
-                        self.held_bytes += held_cost(&h);
-                        ctx.held.push_front(h);
+                match self.send_consumed(link, pattern, h.token, h.payload, h.settled) {
+                    Sent::Out => {
+                        sent += 1;
+                        next_seq = Some(seq + 1);
                     }
-                    shut = true;
-                    break;
+                    Sent::Waits(h) => {
+                        // No room after all (a delivery's frames wait in the session).
+                        if let Some(ctx) = self.links.get_mut(&link) {
+                            self.held_bytes += held_cost(&h);
+                            ctx.held.push_front(h);
+                        }
+                        shut = true;
+                        break;
+                    }
+                    Sent::Failed => {}
                 }
-                sent += 1;
-                next_seq = Some(seq + 1);
             }
             if let (Some((key, serial)), Some(next_seq)) = (cursor, next_seq) {
                 let sub = self.sub(serial);
                 self.route(ShardMsg::Consumed { key, sub, next_seq });
             }
-            let waiting = self.links.get(&link).is_some_and(|c| !c.held.is_empty());
-            if waiting {
-                // The back of the turns (first again when the window is what stopped it).
-                let q = self.held_on.entry(channel).or_default();
-                if shut {
-                    q.push_front(link);
-                } else {
-                    q.push_back(link);
+            let Some(ctx) = self.links.get_mut(&link) else { continue };
+            if !ctx.held.is_empty() {
+                if self.engine.link_credit(link) > 0 {
+                    // The back of the turns (first again when the window stopped it).
+                    ctx.turn = true;
+                    let q = self.held_on.entry(channel).or_default();
+                    if shut {
+                        q.push_front(link);
+                    } else {
+                        q.push_back(link);
+                    }
                 }
-            } else if pattern == Pattern::EventsStore {
-                self.pump_ring(link);
+            } else {
+                if std::mem::take(&mut ctx.drain_after_held) {
+                    let _ = self.engine.drain_complete(link);
+                }
+                if pattern == Pattern::EventsStore {
+                    self.pump_ring(link);
+                }
             }
             if shut {
                 break;
@@ -1604,6 +1644,18 @@ impl Driver {
         if self.held_on.get(&channel).is_some_and(VecDeque::is_empty) {
             self.held_on.remove(&channel);
         }
+    }
+
+    /// Link `link` got credit: back in its session's turns when deliveries of it wait
+    /// (they stopped there without credit), and its session's waiting deliveries go.
+    fn held_credit(&mut self, link: LinkId) {
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let channel = ctx.channel;
+        if !ctx.held.is_empty() && !ctx.turn {
+            ctx.turn = true;
+            self.held_on.entry(channel).or_default().push_back(link);
+        }
+        self.retry_held(channel);
     }
 
     fn on_disposition(&mut self, link: LinkId, delivery_id: u32, settled: bool, state: Option<DeliveryState>) {
@@ -2210,7 +2262,14 @@ impl Driver {
                         // Deliveries still wait for the session window; they go first.
                         self.retry_held(ch);
                     }
-                    let _ = self.engine.drain_complete(link);
+                    let credit = self.engine.link_credit(link);
+                    match self.links.get_mut(&link) {
+                        // Still waiting: the drain completes once they are out.
+                        Some(ctx) if credit > 0 && !ctx.held.is_empty() => ctx.drain_after_held = true,
+                        _ => {
+                            let _ = self.engine.drain_complete(link);
+                        }
+                    }
                 }
             }
             ShardMsg::RingReady { sub } => {

@@ -1177,6 +1177,8 @@ impl Connection {
         };
         let Some(l) = self.link_mut(id) else { return Ok(()) };
         if matches!(l.state, LinkState::DetachSent | LinkState::DetachReceived { .. }) {
+            // The link is going, but the FLOW moved its session's window all the same.
+            self.events.push_back(Event::SessionFlow { channel: ch });
             return Ok(());
         }
         match l.role {
