@@ -602,18 +602,17 @@ impl Home {
                 }
                 Pattern::Commands | Pattern::Queries => {
                     if let Some(r) = self.rpcs.get_mut(&key) {
-                        if let Some(s) = r.responders.iter_mut().find(|s| s.sub == sub) {
-                            s.credit.update(credit, delivery_count, drain);
-                        }
+                        r.responders.credit(sub, credit, delivery_count, drain);
                         r.dispatch(now_ms, &mut self.stats, out);
                     }
                 }
             },
             ShardMsg::RpcSettled { key, sub, n } => {
                 if let Some(r) = self.rpcs.get_mut(&key) {
-                    if let Some(resp) = r.responders.iter_mut().find(|x| x.sub == sub) {
+                    if let Some(resp) = r.responders.get_mut(sub) {
                         resp.unsettled = resp.unsettled.saturating_sub(n);
                     }
+                    r.responders.wake(sub);
                     r.dispatch(now_ms, &mut self.stats, out);
                 }
             }
@@ -716,7 +715,7 @@ impl Home {
             }
             Pattern::Commands | Pattern::Queries => {
                 if let Some(r) = self.rpcs.get_mut(&key) {
-                    r.responders.retain(|s| s.sub != sub);
+                    r.responders.remove(sub);
                 }
             }
         }
@@ -907,6 +906,132 @@ struct Unacked {
     deadline: u64,
 }
 
+/// A subscriber that competes with the others of its channel for its messages.
+trait Competitor {
+    fn sub(&self) -> SubRef;
+    /// How many more messages it may take now (0: none until its credit or its window
+    /// moves).
+    fn room(&self) -> u32;
+    fn credit_mut(&mut self) -> &mut Credit;
+    /// In the turns (see [`Turns`]).
+    fn queued(&mut self) -> &mut bool;
+}
+
+/// The competing subscribers of a queue or an RPC channel, and whose turn it is: only
+/// members that may take a message (credit, room in their windows) are in the turns,
+/// each once, so a message or a settlement costs the members that can take something,
+/// not every member of the channel (a channel with 1,000 consumers of which one had
+/// credit walked all 1,000 per message). Members are found by their subscription in a
+/// map, and drains are answered for the members that asked.
+#[derive(Debug)]
+struct Turns<T> {
+    members: Vec<T>,
+    /// Position of each member in `members`.
+    by_sub: HashMap<SubRef, usize>,
+    /// Members that may take messages, in round-robin order, each once.
+    queue: VecDeque<SubRef>,
+    /// Members with a drain to answer after the next dispatch.
+    drains: Vec<SubRef>,
+}
+
+impl<T> Default for Turns<T> {
+    fn default() -> Self {
+        Turns { members: Vec::new(), by_sub: HashMap::default(), queue: VecDeque::new(), drains: Vec::new() }
+    }
+}
+
+impl<T: Competitor> Turns<T> {
+    fn len(&self) -> usize {
+        self.members.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.members.is_empty()
+    }
+
+    fn get_mut(&mut self, sub: SubRef) -> Option<&mut T> {
+        let i = *self.by_sub.get(&sub)?;
+        self.members.get_mut(i)
+    }
+
+    fn add(&mut self, m: T) {
+        self.by_sub.insert(m.sub(), self.members.len());
+        self.members.push(m);
+    }
+
+    fn remove(&mut self, sub: SubRef) -> Option<T> {
+        let i = self.by_sub.remove(&sub)?;
+        let mut gone = self.members.swap_remove(i);
+        if let Some(moved) = self.members.get(i) {
+            self.by_sub.insert(moved.sub(), i);
+        }
+        if *gone.queued() {
+            self.queue.retain(|t| *t != sub);
+        }
+        self.drains.retain(|d| *d != sub);
+        Some(gone)
+    }
+
+    /// A turn for member `sub` when it may take messages and has none yet.
+    fn wake(&mut self, sub: SubRef) {
+        let Some(&i) = self.by_sub.get(&sub) else { return };
+        let m = &mut self.members[i];
+        if !*m.queued() && m.room() > 0 {
+            *m.queued() = true;
+            self.queue.push_back(sub);
+        }
+    }
+
+    /// New credit from member `sub`.
+    fn credit(&mut self, sub: SubRef, credit: u32, delivery_count: u32, drain: bool) {
+        let Some(m) = self.get_mut(sub) else { return };
+        m.credit_mut().update(credit, delivery_count, drain);
+        if drain {
+            self.drains.push(sub);
+        }
+        self.wake(sub);
+    }
+
+    /// Turns waiting.
+    fn waiting(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// The member whose turn it is, out of the turns until [`Self::end_turn`].
+    fn next(&mut self) -> Option<SubRef> {
+        while let Some(sub) = self.queue.pop_front() {
+            if self.by_sub.contains_key(&sub) {
+                #[cfg(test)]
+                TURNS.with(|n| n.set(n.get() + 1));
+                return Some(sub);
+            }
+        }
+        None
+    }
+
+    /// Member `sub`'s turn is over: to the back of the turns while it may take more
+    /// (true), else out of them until woken.
+    fn end_turn(&mut self, sub: SubRef) -> bool {
+        let Some(&i) = self.by_sub.get(&sub) else { return false };
+        let m = &mut self.members[i];
+        let more = m.room() > 0;
+        *m.queued() = more;
+        if more {
+            self.queue.push_back(sub);
+        }
+        more
+    }
+
+    /// Drains are answered at once after a dispatch: what could be delivered has been.
+    fn finish_drains(&mut self, out: &mut Vec<ShardMsg>) {
+        for sub in std::mem::take(&mut self.drains) {
+            if let Some(m) = self.get_mut(sub) {
+                m.credit_mut().finish_drain(sub, out);
+            }
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Consumer {
     sub: SubRef,
@@ -950,6 +1075,21 @@ impl Consumer {
     }
 }
 
+impl Competitor for Consumer {
+    fn sub(&self) -> SubRef {
+        self.sub
+    }
+    fn room(&self) -> u32 {
+        Consumer::room(self)
+    }
+    fn credit_mut(&mut self) -> &mut Credit {
+        &mut self.credit
+    }
+    fn queued(&mut self) -> &mut bool {
+        &mut self.queued
+    }
+}
+
 #[cfg(test)]
 thread_local! {
     /// Tokens checked by queue unsubscribes (tests of their cost).
@@ -968,15 +1108,7 @@ struct QueueChan {
     /// Payload bytes of every message stored (waiting, unacked and moving).
     bytes: u64,
     unacked: HashMap<u64, Unacked>,
-    consumers: Vec<Consumer>,
-    /// Position of each consumer in `consumers`.
-    by_sub: HashMap<SubRef, usize>,
-    /// The consumers that may take messages (credit and room in their windows), in
-    /// round-robin order, each once: a publish or a settle costs the consumers that can
-    /// take something, not every consumer of the queue.
-    turns: VecDeque<SubRef>,
-    /// Consumers with a drain to answer after the next dispatch.
-    drains: Vec<SubRef>,
+    consumers: Turns<Consumer>,
     next_token: u64,
     /// Earliest ack deadline among the unacked (0: none), so ticks stay cheap.
     next_deadline: u64,
@@ -995,10 +1127,7 @@ impl QueueChan {
             moving: HashMap::default(),
             bytes: 0,
             unacked: HashMap::default(),
-            consumers: Vec::new(),
-            by_sub: HashMap::default(),
-            turns: VecDeque::new(),
-            drains: Vec::new(),
+            consumers: Turns::default(),
             next_token: 0,
             next_deadline: 0,
             counters: Counters::default(),
@@ -1048,23 +1177,11 @@ impl QueueChan {
     }
 
     fn consumer(&mut self, sub: SubRef) -> Option<&mut Consumer> {
-        let i = *self.by_sub.get(&sub)?;
-        self.consumers.get_mut(i)
-    }
-
-    /// Give consumer `sub` a turn when it may take messages and has none yet.
-    fn wake(&mut self, sub: SubRef) {
-        let Some(&i) = self.by_sub.get(&sub) else { return };
-        let c = &mut self.consumers[i];
-        if !c.queued && c.room() > 0 {
-            c.queued = true;
-            self.turns.push_back(sub);
-        }
+        self.consumers.get_mut(sub)
     }
 
     fn subscribe(&mut self, sub: SubRef, spec: &SubSpec, now_ms: u64, out: &mut Vec<ShardMsg>) {
-        self.by_sub.insert(sub, self.consumers.len());
-        self.consumers.push(Consumer {
+        self.consumers.add(Consumer {
             sub,
             credit: Credit::default(),
             unsettled: 0,
@@ -1092,12 +1209,7 @@ impl QueueChan {
         now_ms: u64,
         out: &mut Vec<ShardMsg>,
     ) {
-        let Some(c) = self.consumer(sub) else { return };
-        c.credit.update(credit, delivery_count, drain);
-        if drain {
-            self.drains.push(sub);
-        }
-        self.wake(sub);
+        self.consumers.credit(sub, credit, delivery_count, drain);
         self.dispatch(now_ms, out);
     }
 
@@ -1109,12 +1221,9 @@ impl QueueChan {
     /// turn.
     fn dispatch(&mut self, now_ms: u64, out: &mut Vec<ShardMsg>) {
         let mut idle = 0;
-        while !self.ready.is_empty() && idle < self.turns.len() {
-            let Some(sub) = self.turns.pop_front() else { break };
-            let Some(&idx) = self.by_sub.get(&sub) else { continue };
-            #[cfg(test)]
-            TURNS.with(|n| n.set(n.get() + 1));
-            let c = &mut self.consumers[idx];
+        while !self.ready.is_empty() && idle < self.consumers.waiting() {
+            let Some(sub) = self.consumers.next() else { break };
+            let Some(c) = self.consumers.get_mut(sub) else { continue };
             let mut gave = false;
             for _ in 0..c.room() {
                 let Some(front) = self.ready.front() else { break };
@@ -1161,23 +1270,13 @@ impl QueueChan {
             if gave {
                 idle = 0;
             }
-            if c.room() > 0 {
-                // Back of the turns; a whole round of them that gives nothing (their
-                // byte watermarks hold the next message back) ends the dispatch.
-                self.turns.push_back(sub);
-                if !gave {
-                    idle += 1;
-                }
-            } else {
-                c.queued = false;
+            // A whole round of turns that gives nothing (byte watermarks hold the next
+            // message back) ends the dispatch.
+            if self.consumers.end_turn(sub) && !gave {
+                idle += 1;
             }
         }
-        // Drains are answered at once: what could be delivered has been.
-        for sub in std::mem::take(&mut self.drains) {
-            if let Some(c) = self.consumer(sub) {
-                c.credit.finish_drain(sub, out);
-            }
-        }
+        self.consumers.finish_drains(out);
     }
 
     /// Forget an unacked delivery and return its item.
@@ -1188,7 +1287,7 @@ impl QueueChan {
             c.unsettled = c.unsettled.saturating_sub(1);
             c.unsettled_bytes = c.unsettled_bytes.saturating_sub(size);
             c.tokens.forget(token);
-            self.wake(u.sub);
+            self.consumers.wake(u.sub);
         }
         Some((u.item, u.sub))
     }
@@ -1291,15 +1390,7 @@ impl QueueChan {
                 }
             }
         }
-        let Some(i) = self.by_sub.remove(&sub) else { return };
-        let gone = self.consumers.swap_remove(i);
-        if let Some(moved) = self.consumers.get(i) {
-            self.by_sub.insert(moved.sub, i);
-        }
-        if gone.queued {
-            self.turns.retain(|t| *t != sub);
-        }
-        self.drains.retain(|d| *d != sub);
+        self.consumers.remove(sub);
     }
 }
 
@@ -2044,18 +2135,28 @@ struct Responder {
     /// settles, or never reads, stops getting requests instead of piling them up.
     unsettled: u32,
     max_unsettled: u32,
+    /// In the turns.
+    queued: bool,
 }
 
-impl Responder {
-    fn can_take(&self) -> bool {
-        self.credit.credit > 0 && self.unsettled < self.max_unsettled
+impl Competitor for Responder {
+    fn sub(&self) -> SubRef {
+        self.sub
+    }
+    fn room(&self) -> u32 {
+        self.credit.credit.min(self.max_unsettled.saturating_sub(self.unsettled))
+    }
+    fn credit_mut(&mut self) -> &mut Credit {
+        &mut self.credit
+    }
+    fn queued(&mut self) -> &mut bool {
+        &mut self.queued
     }
 }
 
 #[derive(Debug, Default)]
 struct RpcChan {
-    responders: Vec<Responder>,
-    rr: usize,
+    responders: Turns<Responder>,
     waiting: VecDeque<(Msg, u64)>,
     /// Payload bytes of `waiting`.
     waiting_bytes: u64,
@@ -2078,12 +2179,13 @@ impl RpcChan {
     }
 
     fn subscribe(&mut self, sub: SubRef, spec: &SubSpec, now_ms: u64, out: &mut Vec<ShardMsg>) {
-        self.responders.push(Responder {
+        self.responders.add(Responder {
             sub,
             credit: Credit::default(),
             presettled: spec.presettled,
             unsettled: 0,
             max_unsettled: spec.max_unsettled.max(1),
+            queued: false,
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
         let mut stats = HomeStats::default();
@@ -2098,22 +2200,28 @@ impl RpcChan {
                 stats.transfers_in_dropped += 1;
                 continue;
             }
-            let n = self.responders.len();
-            let pick = (0..n).map(|k| (self.rr + k) % n).find(|i| self.responders[*i].can_take());
-            let Some(i) = pick else {
+            // The next responder that may take it (turns of those that could not
+            // take any more end here).
+            let mut pick = None;
+            while let Some(sub) = self.responders.next() {
+                if self.responders.get_mut(sub).is_some_and(|r| r.room() > 0) {
+                    pick = Some(sub);
+                    break;
+                }
+                self.responders.end_turn(sub);
+            }
+            let Some(r) = pick.and_then(|sub| self.responders.get_mut(sub)) else {
                 self.waiting_bytes += msg.payload.len() as u64;
                 self.waiting.push_front((msg, deadline));
                 break;
             };
-            self.rr = (i + 1) % n.max(1);
-            let r = &mut self.responders[i];
             r.credit.take();
             r.unsettled += 1;
-            out.push(ShardMsg::Deliver { sub: r.sub, token: 0, msg, receive_count: 0, settled: r.presettled });
+            let sub = r.sub;
+            out.push(ShardMsg::Deliver { sub, token: 0, msg, receive_count: 0, settled: r.presettled });
+            self.responders.end_turn(sub);
         }
-        for r in &mut self.responders {
-            r.credit.finish_drain(r.sub, out);
-        }
+        self.responders.finish_drains(out);
     }
 }
 
@@ -2442,5 +2550,53 @@ mod tests {
         home.handle(credit(2, 1), 1, &mut out);
         assert_eq!(sizes(&out, 2), vec![50]);
         assert_eq!(sizes(&out, 1), vec![60, 10]);
+    }
+
+    /// An RPC channel's requests go to the responders that may take them, without a
+    /// walk over the others: 1,000 responders of which one has credit, 1,000 requests
+    /// cost at most 2,000 turns (before, each request scanned the responders from the
+    /// last one served and every dispatch walked all 1,000 for drains), and a second
+    /// responder granted credit takes every other request.
+    #[test]
+    fn rpc_requests_visit_only_responders_that_can_take() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Commands, "crowded");
+        let mut out = Vec::new();
+        let sub = |link: u64| SubRef { shard: 0, conn: 1, link };
+        for link in 0..1_000 {
+            let mut spec = spec();
+            spec.max_unsettled = 10_000;
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, &mut out);
+        }
+        let credit = |link: u64, credit: u32| ShardMsg::Credit {
+            key: key.clone(),
+            sub: sub(link),
+            credit,
+            delivery_count: 0,
+            bytes_out: 0,
+            drain: false,
+        };
+        let request = |home: &mut Home, out: &mut Vec<ShardMsg>| {
+            let msg = Msg { payload: bytes::Bytes::from_static(b"r"), received_ms: 1 };
+            home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms: u64::MAX }, 1, out);
+        };
+        home.handle(credit(500, 5_000), 1, &mut out);
+        out.clear();
+        TURNS.with(|n| n.set(0));
+        for _ in 0..1_000 {
+            request(&mut home, &mut out);
+        }
+        let turns = TURNS.with(|n| n.get());
+        assert!(turns <= 2_000, "{turns} responder visits for 1,000 requests");
+        let to = |out: &[ShardMsg], link: u64| {
+            out.iter().filter(|m| matches!(m, ShardMsg::Deliver { sub: s, .. } if s.link == link)).count()
+        };
+        assert_eq!(to(&out, 500), 1_000);
+        home.handle(credit(7, 10), 1, &mut out);
+        out.clear();
+        for _ in 0..20 {
+            request(&mut home, &mut out);
+        }
+        assert_eq!((to(&out, 7), to(&out, 500)), (10, 10), "turn by turn");
     }
 }
