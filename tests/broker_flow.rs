@@ -83,6 +83,21 @@ fn lossless_events_store_holds_100k_events_at_zero_credit() {
     assert_eq!(b.metric("kubemq_amqp10_events_store_dropped_stalled_total"), Some(0.0));
 }
 
+/// A new connection of container `container` attaching its link `durable-sub` to
+/// `address` again (retried while the previous attach is not yet released).
+fn reattach(b: &Broker, container: &str, address: &str, opts: &LinkOptions) -> (Client, LinkId) {
+    let mut c = Client::connect(b.addr(), container).unwrap();
+    let ch = c.begin().unwrap();
+    let deadline = Instant::now() + WAIT;
+    loop {
+        match c.attach_receiver(ch, "durable-sub", Some(address), opts) {
+            Ok(r) => return (c, r),
+            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 #[test]
 fn lossless_durable_subscription_resumes_after_what_was_sent() {
     let b = Broker::start(&[("SLUICE_EVENTS_STORE_STALL", "hold"), ("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "8")]);
@@ -102,17 +117,7 @@ fn lossless_durable_subscription_resumes_after_what_was_sent() {
         c.engine().close(None);
         let _ = c.pump(Duration::from_millis(100));
     }
-    let mut c = Client::connect(b.addr(), "same-container").unwrap();
-    let ch = c.begin().unwrap();
-    let deadline = Instant::now() + WAIT;
-    let r = loop {
-        match c.attach_receiver(ch, "durable-sub", Some("events-store/dur"), &durable) {
-            Ok(r) => break r,
-            // The previous attach may not be released yet.
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => panic!("{e}"),
-        }
-    };
+    let (mut c, r) = reattach(&b, "same-container", "events-store/dur", &durable);
     c.engine().grant_credit(r, 100, false).unwrap();
     for want in 20..50u32 {
         assert_eq!(body(&c.receive(r, WAIT).unwrap()), want.to_be_bytes());
@@ -889,17 +894,7 @@ fn a_lossless_durable_subscription_keeps_the_event_waiting_for_its_window() {
         c.engine().close(None);
         let _ = c.pump(Duration::from_millis(100));
     }
-    let mut c = Client::connect(b.addr(), "waiting-container").unwrap();
-    let ch = c.begin().unwrap();
-    let deadline = Instant::now() + WAIT;
-    let r = loop {
-        match c.attach_receiver(ch, "durable-sub", Some("events-store/waiting"), &durable) {
-            Ok(r) => break r,
-            // The previous attach may not be released yet.
-            Err(_) if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(50)),
-            Err(e) => panic!("{e}"),
-        }
-    };
+    let (mut c, r) = reattach(&b, "waiting-container", "events-store/waiting", &durable);
     c.engine().grant_credit(r, 100, false).unwrap();
     for want in 0..10u32 {
         assert_eq!(body(&c.receive(r, WAIT).unwrap()), want.to_be_bytes());

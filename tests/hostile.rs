@@ -164,20 +164,7 @@ fn delivery(ch: u16, handle: u32, id: u32, payload: &[u8]) -> Vec<u8> {
 }
 
 fn flow(ch: u16, handle: Option<u32>, credit: Option<u32>) -> Vec<u8> {
-    frame(
-        ch,
-        Performative::Flow(Flow {
-            next_incoming_id: Some(0),
-            incoming_window: 2048,
-            next_outgoing_id: 0,
-            outgoing_window: 2048,
-            handle,
-            delivery_count: handle.map(|_| 0),
-            link_credit: credit,
-            ..Default::default()
-        }),
-        &[],
-    )
+    window_flow(ch, 0, 2048, handle, credit)
 }
 
 fn close() -> Vec<u8> {
@@ -469,25 +456,31 @@ impl Peer {
         p
     }
 
+    /// Pump until queue `channel` has `n` messages outstanding (taken by consumers).
+    fn await_outstanding(&mut self, b: &Broker, channel: &str, n: u32) {
+        let sample = format!("sluice_channel_outstanding_messages{{pattern=\"queues\",channel=\"{channel}\"}}");
+        let deadline = Instant::now() + WAIT;
+        while b.metric(&sample) != Some(n as f64) {
+            assert!(Instant::now() < deadline, "{channel}: {:?} outstanding, not {n}", b.metric(&sample));
+            self.pump(Duration::from_millis(50));
+        }
+    }
+
     /// BEGIN on our channel `ch`; returns the broker's channel for it.
     fn begin(&mut self, ch: u16) -> u16 {
-        self.send(&begin(ch));
-        let mut bch = None;
-        self.wait(WAIT, |got| {
-            bch = got.iter().find_map(|i| match i {
-                In::Amqp(c, Performative::Begin(b)) if b.remote_channel == Some(ch) => Some(*c),
-                _ => None,
-            });
-            bch.is_some()
-        });
-        bch.unwrap_or_else(|| panic!("no BEGIN answer for channel {ch}: {}", self.summary()))
+        self.begin_with(ch, begin(ch))
     }
 
     /// BEGIN on our channel `ch` with our incoming window shut; returns the broker's
     /// channel for it.
     fn begin_shut(&mut self, ch: u16) -> u16 {
         let b = Begin { next_outgoing_id: 0, incoming_window: 0, outgoing_window: 2048, ..Default::default() };
-        self.send(&frame(ch, Performative::Begin(b), &[]));
+        self.begin_with(ch, frame(ch, Performative::Begin(b), &[]))
+    }
+
+    /// Send `begin` (a BEGIN on our channel `ch`); the broker's channel for it.
+    fn begin_with(&mut self, ch: u16, begin: Vec<u8>) -> u16 {
+        self.send(&begin);
         let mut bch = None;
         self.wait(WAIT, |got| {
             bch = got.iter().find_map(|i| match i {
@@ -1414,12 +1407,7 @@ fn a_shut_session_window_holds_back_no_other_session() {
     c.attach(1, 1, "open", Role::Receiver, Some("queues/shut-b"), SenderSettleMode::Unsettled);
     c.send(&window_flow(0, 0, 0, Some(0), Some(100)));
     // The shut session's consumer takes its five (they wait for the window) ...
-    let outstanding = "sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"shut-a\"}";
-    let deadline = Instant::now() + WAIT;
-    while b.metric(outstanding) != Some(5.0) {
-        assert!(Instant::now() < deadline, "the shut consumer took {:?}", b.metric(outstanding));
-        c.pump(Duration::from_millis(50));
-    }
+    c.await_outstanding(&b, "shut-a", 5);
     // ... and the open session's consumer still gets its five.
     c.send(&window_flow(1, 0, 2048, Some(1), Some(100)));
     let transfers_on = |got: &[In], bch: u16| {
@@ -1467,12 +1455,7 @@ fn links_of_a_session_take_turns_when_its_window_reopens() {
     p.wait_credit(qs).unwrap();
     let id = p.send(qs, data_message(b"job"), false).unwrap();
     assert_eq!(p.wait_outcome(qs, id).unwrap(), Some(DeliveryState::Accepted));
-    let taken = "sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"turns\"}";
-    let deadline = Instant::now() + WAIT;
-    while b.metric(taken) != Some(1.0) {
-        assert!(Instant::now() < deadline, "the consumer never took the message");
-        c.pump(Duration::from_millis(50));
-    }
+    c.await_outstanding(&b, "turns", 1);
     c.send(&window_flow(0, 0, 100, None, None));
     assert!(c.wait(WAIT, |g| transfer_handles(g, bch).len() == 100), "{}", c.summary());
     let first = transfer_handles(&c.got, bch);
@@ -1502,12 +1485,7 @@ fn a_drain_waits_for_deliveries_held_by_the_session_window() {
     let bch = c.begin_shut(0);
     let q = c.attach(0, 0, "r", Role::Receiver, Some("queues/drain-held"), SenderSettleMode::Unsettled);
     c.send(&window_flow(0, 0, 0, Some(0), Some(5)));
-    let taken = "sluice_channel_outstanding_messages{pattern=\"queues\",channel=\"drain-held\"}";
-    let deadline = Instant::now() + WAIT;
-    while b.metric(taken) != Some(3.0) {
-        assert!(Instant::now() < deadline, "the consumer took {:?}", b.metric(taken));
-        c.pump(Duration::from_millis(50));
-    }
+    c.await_outstanding(&b, "drain-held", 3);
     let drain = Flow {
         next_incoming_id: Some(0),
         incoming_window: 0,

@@ -2276,6 +2276,21 @@ mod tests {
         assert!(out.iter().all(|m| matches!(m, ShardMsg::SubscribeDone { result: Ok(_), .. })), "{out:?}");
     }
 
+    /// Link `link` of connection 1 on shard 0.
+    fn sub(link: u64) -> SubRef {
+        SubRef { shard: 0, conn: 1, link }
+    }
+
+    /// `credit` from link `link` of channel `key` (nothing delivered yet).
+    fn credit_msg(key: &ChannelKey, link: u64, credit: u32) -> ShardMsg {
+        ShardMsg::Credit { key: key.clone(), sub: sub(link), credit, delivery_count: 0, bytes_out: 0, drain: false }
+    }
+
+    /// Deliveries in `out` to link `link`.
+    fn delivered_to(out: &[ShardMsg], link: u64) -> usize {
+        out.iter().filter(|m| matches!(m, ShardMsg::Deliver { sub: s, .. } if s.link == link)).count()
+    }
+
     fn events_home() -> Home {
         let qj = Rc::new(RefCell::new(Journal::disabled(LogKind::Queues)));
         let ej = Rc::new(RefCell::new(Journal::disabled(LogKind::Events)));
@@ -2467,21 +2482,13 @@ mod tests {
         let mut home = events_home();
         let key = ChannelKey::new(Pattern::Queues, "crowded");
         let mut out = Vec::new();
-        let sub = |link: u64| SubRef { shard: 0, conn: 1, link };
         for link in 0..1_000 {
             let mut spec = spec();
             spec.presettled = false;
             spec.max_unsettled = 10_000;
             home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, &mut out);
         }
-        let credit = |link: u64, credit: u32| ShardMsg::Credit {
-            key: key.clone(),
-            sub: sub(link),
-            credit,
-            delivery_count: 0,
-            bytes_out: 0,
-            drain: false,
-        };
+        let credit = |link: u64, credit: u32| credit_msg(&key, link, credit);
         home.handle(credit(500, 5_000), 1, &mut out);
         out.clear();
         TURNS.with(|n| n.set(0));
@@ -2491,10 +2498,7 @@ mod tests {
         }
         let turns = TURNS.with(|n| n.get());
         assert!(turns <= 2_000, "{turns} consumer visits for 1,000 publishes");
-        let to = |out: &[ShardMsg], link: u64| {
-            out.iter().filter(|m| matches!(m, ShardMsg::Deliver { sub: s, .. } if s.link == link)).count()
-        };
-        assert_eq!(to(&out, 500), 1_000);
+        assert_eq!(delivered_to(&out, 500), 1_000);
         // Another consumer granted credit takes its share of what comes next.
         home.handle(credit(7, 10), 1, &mut out);
         out.clear();
@@ -2502,7 +2506,7 @@ mod tests {
             let msg = Msg { payload: bytes::Bytes::from_static(b"m"), received_ms: 1 };
             home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
         }
-        assert_eq!((to(&out, 7), to(&out, 500)), (10, 10), "turn by turn");
+        assert_eq!((delivered_to(&out, 7), delivered_to(&out, 500)), (10, 10), "turn by turn");
     }
 
     /// A dispatch goes on while a consumer took something in the round: A's byte
@@ -2514,15 +2518,7 @@ mod tests {
         let mut home = events_home();
         let key = ChannelKey::new(Pattern::Queues, "watermark");
         let mut out = Vec::new();
-        let sub = |link: u64| SubRef { shard: 0, conn: 1, link };
-        let credit = |link: u64, credit: u32| ShardMsg::Credit {
-            key: key.clone(),
-            sub: sub(link),
-            credit,
-            delivery_count: 0,
-            bytes_out: 0,
-            drain: false,
-        };
+        let credit = |link: u64, credit: u32| credit_msg(&key, link, credit);
         let publish = |n: usize, home: &mut Home, out: &mut Vec<ShardMsg>| {
             let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
             home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
@@ -2562,20 +2558,12 @@ mod tests {
         let mut home = events_home();
         let key = ChannelKey::new(Pattern::Commands, "crowded");
         let mut out = Vec::new();
-        let sub = |link: u64| SubRef { shard: 0, conn: 1, link };
         for link in 0..1_000 {
             let mut spec = spec();
             spec.max_unsettled = 10_000;
             home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, &mut out);
         }
-        let credit = |link: u64, credit: u32| ShardMsg::Credit {
-            key: key.clone(),
-            sub: sub(link),
-            credit,
-            delivery_count: 0,
-            bytes_out: 0,
-            drain: false,
-        };
+        let credit = |link: u64, credit: u32| credit_msg(&key, link, credit);
         let request = |home: &mut Home, out: &mut Vec<ShardMsg>| {
             let msg = Msg { payload: bytes::Bytes::from_static(b"r"), received_ms: 1 };
             home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms: u64::MAX }, 1, out);
@@ -2588,15 +2576,12 @@ mod tests {
         }
         let turns = TURNS.with(|n| n.get());
         assert!(turns <= 2_000, "{turns} responder visits for 1,000 requests");
-        let to = |out: &[ShardMsg], link: u64| {
-            out.iter().filter(|m| matches!(m, ShardMsg::Deliver { sub: s, .. } if s.link == link)).count()
-        };
-        assert_eq!(to(&out, 500), 1_000);
+        assert_eq!(delivered_to(&out, 500), 1_000);
         home.handle(credit(7, 10), 1, &mut out);
         out.clear();
         for _ in 0..20 {
             request(&mut home, &mut out);
         }
-        assert_eq!((to(&out, 7), to(&out, 500)), (10, 10), "turn by turn");
+        assert_eq!((delivered_to(&out, 7), delivered_to(&out, 500)), (10, 10), "turn by turn");
     }
 }
