@@ -1629,13 +1629,12 @@ impl Driver {
                         q.push_back(link);
                     }
                 }
-            } else {
-                if std::mem::take(&mut ctx.drain_after_held) {
-                    let _ = self.engine.drain_complete(link);
-                }
-                if pattern == Pattern::EventsStore {
-                    self.pump_ring(link);
-                }
+            } else if pattern == Pattern::EventsStore {
+                // Its ring goes on, and completes a drain once it has sent what it can.
+                ctx.drain_after_held = false;
+                self.pump_ring(link);
+            } else if std::mem::take(&mut ctx.drain_after_held) {
+                let _ = self.engine.drain_complete(link);
             }
             if shut {
                 break;
