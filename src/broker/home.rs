@@ -583,7 +583,7 @@ impl Home {
                 }
                 Pattern::Events => {
                     if let Some(e) = self.events.get_mut(&key) {
-                        if let Some(s) = e.subs.iter_mut().find(|s| s.sub == sub) {
+                        if let Some(s) = e.sub_mut(sub) {
                             s.credit.update(credit, delivery_count, drain);
                             s.acked = delivery_count;
                             s.acked_bytes = bytes_out;
@@ -695,17 +695,11 @@ impl Home {
             }
             Pattern::Events => {
                 if let Some(e) = self.events.get_mut(&key) {
-                    let before = e.subs.len();
-                    e.subs.retain(|s| s.sub != sub);
-                    if e.subs.len() < before {
+                    if e.unsubscribe(sub) {
                         if let Some((_, dir)) = &self.events_dir {
                             dir.release(&key);
                         }
                     }
-                    // A group's round-robin position goes with its last member.
-                    let live: std::collections::HashSet<&str> =
-                        e.subs.iter().filter_map(|s| s.group.as_deref()).collect();
-                    e.group_rr.retain(|g, _| live.contains(g.as_str()));
                 }
             }
             Pattern::EventsStore => {
@@ -1096,6 +1090,8 @@ thread_local! {
     static UNSUBSCRIBE_CHECKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     /// Consumers visited by queue dispatches (tests of their cost).
     static TURNS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Events subscribers visited to find one (tests of their cost).
+    static SUB_LOOKUPS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 #[derive(Debug)]
@@ -1520,6 +1516,9 @@ impl EvSub {
 #[derive(Debug, Default)]
 struct EventsChan {
     subs: Vec<EvSub>,
+    /// Position of each subscriber in `subs` (a FLOW finds its subscriber without a
+    /// walk: a stream of FLOWs on one link cost a walk over every subscriber each).
+    by_sub: HashMap<SubRef, usize>,
     group_rr: HashMap<String, usize>,
     counters: Counters,
     /// Results of the selectors shared by several subscribers, for the event being
@@ -1528,7 +1527,26 @@ struct EventsChan {
 }
 
 impl EventsChan {
+    fn sub_mut(&mut self, sub: SubRef) -> Option<&mut EvSub> {
+        #[cfg(test)]
+        SUB_LOOKUPS.with(|n| n.set(n.get() + 1));
+        let i = *self.by_sub.get(&sub)?;
+        self.subs.get_mut(i)
+    }
+
+    /// Subscriber `sub` is gone; whether it was one.
+    fn unsubscribe(&mut self, sub: SubRef) -> bool {
+        let before = self.subs.len();
+        self.subs.retain(|s| s.sub != sub);
+        self.by_sub = self.subs.iter().enumerate().map(|(i, s)| (s.sub, i)).collect();
+        // A group's round-robin position goes with its last member.
+        let live: std::collections::HashSet<&str> = self.subs.iter().filter_map(|s| s.group.as_deref()).collect();
+        self.group_rr.retain(|g, _| live.contains(g.as_str()));
+        self.subs.len() < before
+    }
+
     fn subscribe(&mut self, sub: SubRef, spec: SubSpec, out: &mut Vec<ShardMsg>) {
+        self.by_sub.insert(sub, self.subs.len());
         self.subs.push(EvSub {
             sub,
             credit: Credit::default(),
@@ -2583,5 +2601,38 @@ mod tests {
             request(&mut home, &mut out);
         }
         assert_eq!((delivered_to(&out, 7), delivered_to(&out, 500)), (10, 10), "turn by turn");
+    }
+
+    /// A FLOW finds its events subscriber by an index: 1,000 subscribers of one
+    /// channel, 1,000 credits from the last one cost 1,000 lookups (a walk visited every
+    /// subscriber before it, a million visits); after others leave it is still found.
+    #[test]
+    fn an_events_flow_finds_its_subscriber_without_a_walk() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Events, "many");
+        let mut out = Vec::new();
+        for link in 0..1_000 {
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec: spec() }, 1, &mut out);
+        }
+        SUB_LOOKUPS.with(|n| n.set(0));
+        for credit in 1..=1_000 {
+            home.handle(credit_msg(&key, 999, credit), 1, &mut out);
+        }
+        assert!(SUB_LOOKUPS.with(|n| n.get()) <= 1_000);
+        let bye = |link| ShardMsg::Unsubscribe {
+            key: key.clone(),
+            sub: sub(link),
+            stalled: false,
+            resume_at: None,
+            confirm: false,
+            returned: Vec::new(),
+        };
+        home.handle(bye(0), 1, &mut out);
+        home.handle(bye(500), 1, &mut out);
+        home.handle(credit_msg(&key, 999, 7), 1, &mut out);
+        let e = home.events.get_mut(&key).unwrap();
+        assert_eq!(e.subs.len(), 998);
+        assert_eq!(e.sub_mut(sub(999)).map(|s| s.credit.credit), Some(7));
+        assert!(e.sub_mut(sub(500)).is_none());
     }
 }
