@@ -1275,6 +1275,12 @@ impl QueueChan {
         self.consumers.finish_drains(out);
     }
 
+    /// A delivery that never reached its consumer does not count as one (logged).
+    fn uncount(&mut self, item: &mut QItem) {
+        item.receive_count = item.receive_count.saturating_sub(1);
+        self.journal.borrow_mut().queue_delivered(&self.key, item.id, item.receive_count);
+    }
+
     /// Forget an unacked delivery and return its item.
     fn take_unacked(&mut self, token: u64) -> Option<(QItem, SubRef)> {
         let u = self.unacked.remove(&token)?;
@@ -1319,8 +1325,7 @@ impl QueueChan {
             Outcome::Accepted | Outcome::Rejected => self.forget(&item),
             Outcome::Requeue => self.requeue(key, item, max_receive_count, out),
             Outcome::Undelivered => {
-                item.receive_count = item.receive_count.saturating_sub(1);
-                self.journal.borrow_mut().queue_delivered(&self.key, item.id, item.receive_count);
+                self.uncount(&mut item);
                 self.ready.push_front(item);
             }
         }
@@ -1367,8 +1372,7 @@ impl QueueChan {
         for t in returned {
             if self.unacked.get(t).is_some_and(|u| u.sub == sub) {
                 if let Some((mut item, _)) = self.take_unacked(*t) {
-                    item.receive_count = item.receive_count.saturating_sub(1);
-                    self.journal.borrow_mut().queue_delivered(&self.key, item.id, item.receive_count);
+                    self.uncount(&mut item);
                     unsent.push(item);
                 }
             }

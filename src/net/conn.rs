@@ -1358,16 +1358,8 @@ impl Driver {
             }
         }
         let drain = self.engine.link_info(link).is_some_and(|i| i.drain);
-        let credit = self.engine.link_credit(link);
-        if drain && (ring.ring.is_empty() || credit == 0) {
-            // An event waiting for the session window keeps the drain open (it uses the
-            // credit once out, `retry_held`).
-            match self.links.get_mut(&link) {
-                Some(ctx) if credit > 0 && !ctx.held.is_empty() => ctx.drain_after_held = true,
-                _ => {
-                    let _ = self.engine.drain_complete(link);
-                }
-            }
+        if drain && (ring.ring.is_empty() || self.engine.link_credit(link) == 0) {
+            self.complete_drain(link);
         }
         let sub = self.sub(serial);
         if let (true, Some(next_seq)) = (hold, sent_next) {
@@ -1537,15 +1529,12 @@ impl Driver {
         ctx.held_over = true;
         ctx.turn = false;
         let held = std::mem::take(&mut ctx.held);
-        if pattern == Pattern::Queues {
-            ctx.returned.extend(held.iter().map(|h| h.token));
-        } else {
-            // RPC requests are lost with the responder (their requesters' deadlines
-            // answer them); events are at most once.
-            add(
-                &self.shard.counters.events_dropped_held,
-                if pattern == Pattern::Events { held.len() as u64 } else { 0 },
-            );
+        // RPC requests are lost with the responder (their requesters' deadlines
+        // answer them); events are at most once.
+        match pattern {
+            Pattern::Queues => ctx.returned.extend(held.iter().map(|h| h.token)),
+            Pattern::Events => add(&self.shard.counters.events_dropped_held, held.len() as u64),
+            _ => {}
         }
         self.forget_held(link, channel, &held);
         add(&self.shard.counters.errors[2], 1);
@@ -1642,6 +1631,18 @@ impl Driver {
         }
         if self.held_on.get(&channel).is_some_and(VecDeque::is_empty) {
             self.held_on.remove(&channel);
+        }
+    }
+
+    /// Complete the drain of `link`, or, while deliveries of it wait for the session
+    /// window with credit to spend, once they are out (`retry_held`).
+    fn complete_drain(&mut self, link: LinkId) {
+        let credit = self.engine.link_credit(link);
+        match self.links.get_mut(&link) {
+            Some(ctx) if credit > 0 && !ctx.held.is_empty() => ctx.drain_after_held = true,
+            _ => {
+                let _ = self.engine.drain_complete(link);
+            }
         }
     }
 
@@ -1743,7 +1744,7 @@ impl Driver {
                 }
                 // The first event the link was given but never sent: the one waiting
                 // for the session window, else the next in its ring.
-                let first_held = (key.pattern == Pattern::EventsStore).then(|| held.front().map(|h| h.token)).flatten();
+                let first_held = held.front().filter(|_| key.pattern == Pattern::EventsStore).map(|h| h.token);
                 let resume_at = first_held.or_else(|| ring.and_then(|r| r.ring.pop()).map(|(seq, _)| seq));
                 // Queue deliveries never sent go back uncounted.
                 let mut returned = std::mem::take(&mut ctx.returned);
@@ -2261,14 +2262,7 @@ impl Driver {
                         // Deliveries still wait for the session window; they go first.
                         self.retry_held(ch);
                     }
-                    let credit = self.engine.link_credit(link);
-                    match self.links.get_mut(&link) {
-                        // Still waiting: the drain completes once they are out.
-                        Some(ctx) if credit > 0 && !ctx.held.is_empty() => ctx.drain_after_held = true,
-                        _ => {
-                            let _ = self.engine.drain_complete(link);
-                        }
-                    }
+                    self.complete_drain(link);
                 }
             }
             ShardMsg::RingReady { sub } => {

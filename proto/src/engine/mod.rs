@@ -374,10 +374,19 @@ struct Session {
 }
 
 impl Session {
+    /// The unsettled deliveries of our links of role `role`: a sender's are outgoing.
+    fn unsettled_of(&mut self, role: Role) -> &mut unsettled::Unsettled {
+        if role == Role::Sender {
+            &mut self.out_unsettled
+        } else {
+            &mut self.in_unsettled
+        }
+    }
+
     /// Stop tracking the deliveries of link `id` (of role `role`): `keys` is its trail,
     /// so the cost is the link's own deliveries, not the session's.
     fn forget_link(&mut self, id: LinkId, role: Role, keys: VecDeque<u32>) {
-        let map = if role == Role::Sender { &mut self.out_unsettled } else { &mut self.in_unsettled };
+        let map = self.unsettled_of(role);
         #[cfg(test)]
         FORGET_CHECKS.with(|c| c.set(c.get() + keys.len() as u64));
         for d in keys {
@@ -2064,10 +2073,7 @@ impl Connection {
         let (ch, role) = (l.channel, l.role);
         let Some(s) = self.session_mut(ch) else { return };
         if settled {
-            match role {
-                Role::Receiver => s.in_unsettled.remove(delivery_id),
-                Role::Sender => s.out_unsettled.remove(delivery_id),
-            };
+            s.unsettled_of(role).remove(delivery_id);
             self.forget_delivery(id, delivery_id);
         }
         if let Some((pch, p)) = &mut self.pending_disposition {
