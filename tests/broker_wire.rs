@@ -541,6 +541,60 @@ fn a_dynamic_node_nobody_reads_is_bounded_in_bytes() {
     assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted), "room again after 10 settled");
 }
 
+/// Two responders on `address`, both receiving pre-settled: `stuck`, whose connection
+/// takes nothing (its session window shut, 100,000 credits), and `good`, which reads
+/// (1,000 credits); and a requester that sent `n` requests, each `size` bytes whose
+/// first four are its index (big-endian), all accepted.
+struct Responders {
+    stuck: Client,
+    stuck_link: sluice_proto::engine::LinkId,
+    good: Client,
+    good_link: sluice_proto::engine::LinkId,
+    _requester: Client,
+}
+
+fn responders_and_requests(b: &Broker, address: &str, n: u32, size: usize) -> Responders {
+    use sluice_proto::codec::Encode;
+    use sluice_proto::types::{Body, Message, Properties};
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    let mut cfg = sluice_proto::engine::Config::client("stuck-responder");
+    cfg.session_window = 0;
+    let mut stuck = Client::connect_with(b.addr(), cfg).unwrap();
+    let sch = stuck.begin().unwrap();
+    let stuck_link = stuck.attach_receiver(sch, "cmd", Some(address), &presettled).unwrap();
+    stuck.engine().grant_credit(stuck_link, 100_000, false).unwrap();
+    stuck.pump(Duration::from_millis(200)).unwrap();
+    let mut good = Client::connect(b.addr(), "good-responder").unwrap();
+    let gch = good.begin().unwrap();
+    let good_link = good.attach_receiver(gch, "cmd", Some(address), &presettled).unwrap();
+    good.engine().grant_credit(good_link, 1000, false).unwrap();
+    good.pump(Duration::from_millis(200)).unwrap();
+    let mut req = Client::connect(b.addr(), "requester").unwrap();
+    let ch = req.begin().unwrap();
+    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
+    let s = req.attach_sender(ch, "req", Some(address), &LinkOptions::default()).unwrap();
+    req.wait_credit(s).unwrap();
+    for i in 0..n {
+        let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
+        let mut body = vec![0u8; size.max(4)];
+        body[..4].copy_from_slice(&i.to_be_bytes());
+        let m = Message { properties: Some(props), body: Body::Data(Bytes::from(body)), ..Default::default() };
+        let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
+        assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+    Responders { stuck, stuck_link, good, good_link, _requester: req }
+}
+
+/// The indexes of the requests `c` receives on `link` until none comes for 500 ms.
+fn requests_received(c: &mut Client, link: sluice_proto::engine::LinkId) -> Vec<u32> {
+    let mut got = Vec::new();
+    while let Ok(d) = c.receive(link, Duration::from_millis(500)) {
+        let body = sluice_proto::types::RawMessage::parse(&d.payload).unwrap().data().unwrap().unwrap();
+        got.push(u32::from_be_bytes(body[..4].try_into().unwrap()));
+    }
+    got
+}
+
 /// A responder receiving pre-settled whose connection takes nothing (its session
 /// window shut, 100,000 credits) gets at most MaxUnsettledPerLink requests: the home
 /// counts a pre-settled request until its connection has written it out. The other
@@ -548,40 +602,57 @@ fn a_dynamic_node_nobody_reads_is_bounded_in_bytes() {
 /// half of them (as many as its credit allowed), held by its connection for ever.
 #[test]
 fn a_presettled_responder_that_takes_nothing_gets_at_most_its_window() {
-    use sluice_proto::codec::Encode;
-    use sluice_proto::types::{Body, Message, Properties};
     let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "16")]);
-    let presettled = LinkOptions { presettled: true, ..Default::default() };
-    let mut cfg = sluice_proto::engine::Config::client("stuck-responder");
-    cfg.session_window = 0;
-    let mut stuck = Client::connect_with(b.addr(), cfg).unwrap();
-    let sch = stuck.begin().unwrap();
-    let sr = stuck.attach_receiver(sch, "cmd", Some("commands/stuck"), &presettled).unwrap();
-    stuck.engine().grant_credit(sr, 100_000, false).unwrap();
-    stuck.pump(Duration::from_millis(200)).unwrap();
-    let mut good = Client::connect(b.addr(), "good-responder").unwrap();
-    let gch = good.begin().unwrap();
-    let gr = good.attach_receiver(gch, "cmd", Some("commands/stuck"), &presettled).unwrap();
-    good.engine().grant_credit(gr, 1000, false).unwrap();
-    good.pump(Duration::from_millis(200)).unwrap();
-    let mut req = Client::connect(b.addr(), "requester").unwrap();
-    let ch = req.begin().unwrap();
-    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
-    let s = req.attach_sender(ch, "req", Some("commands/stuck"), &LinkOptions::default()).unwrap();
-    req.wait_credit(s).unwrap();
-    for i in 0..100u32 {
-        let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
-        let m = Message {
-            properties: Some(props),
-            body: Body::Data(Bytes::copy_from_slice(&i.to_be_bytes())),
-            ..Default::default()
-        };
-        let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
-        assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    let mut r = responders_and_requests(&b, "commands/stuck", 100, 4);
+    let got = requests_received(&mut r.good, r.good_link);
+    assert_eq!(got.len(), 100 - 16, "requests the responder that reads got");
+}
+
+/// RPC requests given to a responder whose session window is shut were never sent:
+/// when its link goes, they go to the channel's other responder, in their order.
+/// (Before, they were lost with the link; their requesters were answered with a
+/// timeout at their deadline.)
+#[test]
+fn requests_that_waited_for_a_shut_window_go_to_another_responder_when_the_link_goes() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "16")]);
+    let mut r = responders_and_requests(&b, "commands/held", 100, 4);
+    let mut got = requests_received(&mut r.good, r.good_link);
+    assert_eq!(got.len(), 100 - 16);
+    r.stuck.engine().detach(r.stuck_link, None);
+    r.stuck.pump(Duration::from_millis(200)).unwrap();
+    let returned = requests_received(&mut r.good, r.good_link);
+    assert_eq!(returned.len(), 16, "the requests the stuck responder held: {returned:?}");
+    assert!(returned.windows(2).all(|w| w[0] < w[1]), "in their order: {returned:?}");
+    got.extend(returned);
+    got.sort_unstable();
+    assert_eq!(got, (0..100).collect::<Vec<_>>());
+}
+
+/// RPC requests released when a responder's waiting deliveries pass the connection's
+/// bound (4 x SLUICE_EVENTS_IN_FLIGHT_BYTES = 256 KiB; 16 requests of 20 KB may wait)
+/// go to the other responder: the stuck link is detached with resource-limit-exceeded
+/// and every request reaches the responder that reads, once.
+#[test]
+fn requests_released_at_the_bound_on_waiting_deliveries_go_to_another_responder() {
+    let b = Broker::start(&[
+        ("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "16"),
+        ("SLUICE_EVENTS_IN_FLIGHT_BYTES", "65536"),
+    ]);
+    let mut r = responders_and_requests(&b, "commands/bound", 100, 20_000);
+    let mut detached = false;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !detached && Instant::now() < deadline {
+        r.stuck.pump(Duration::from_millis(100)).unwrap();
+        for e in r.stuck.take_events() {
+            if let Event::Detached { link, error: Some(err), .. } = e {
+                assert_eq!(err.condition, "amqp:resource-limit-exceeded");
+                assert_eq!(link, r.stuck_link);
+                detached = true;
+            }
+        }
     }
-    let mut got = 0;
-    while good.receive(gr, Duration::from_millis(500)).is_ok() {
-        got += 1;
-    }
-    assert_eq!(got, 100 - 16, "requests the responder that reads got");
+    assert!(detached, "the stuck responder was not detached");
+    let mut got = requests_received(&mut r.good, r.good_link);
+    got.sort_unstable();
+    assert_eq!(got, (0..100).collect::<Vec<_>>());
 }

@@ -641,7 +641,7 @@ impl Home {
             }
             ShardMsg::RingSpace { key, sub } => {
                 if let Some(s) = self.stores.get_mut(&key) {
-                    if let Some(i) = s.readers.iter().position(|r| r.members.iter().any(|m| m.sub == sub)) {
+                    if let Some(i) = s.reader_of(sub) {
                         s.readers[i].waiting = false;
                         s.feed(i, out);
                     }
@@ -659,15 +659,22 @@ impl Home {
                 r.counters.count_publish(msg.payload.len() as u64, now_ms);
                 r.waiting_bytes += msg.payload.len() as u64;
                 r.waiting.push_back((msg.owned(), deadline_ms));
-                // The oldest requests go first when too many wait (their requesters'
-                // deadlines answer them); the newest always stays.
-                while r.waiting.len() > RPC_WAITING_MAX
-                    || (r.waiting_bytes > RPC_WAITING_MAX_BYTES && r.waiting.len() > 1)
-                {
-                    let Some((old, _)) = r.waiting.pop_front() else { break };
-                    r.waiting_bytes = r.waiting_bytes.saturating_sub(old.payload.len() as u64);
-                    self.stats.transfers_in_dropped += 1;
+                r.bound(&mut self.stats);
+                r.dispatch(now_ms, &mut self.stats, out);
+            }
+            ShardMsg::RpcReturned { key, requests } => {
+                let Some(r) = self.rpcs.get_mut(&key) else {
+                    // The channel went with its last responder: the requesters'
+                    // deadlines answer them.
+                    self.stats.transfers_in_dropped += requests.len() as u64;
+                    return;
+                };
+                // In their order, before the requests that came after them.
+                for (msg, deadline_ms) in requests.into_iter().rev() {
+                    r.waiting_bytes += msg.payload.len() as u64;
+                    r.waiting.push_front((msg, deadline_ms));
                 }
+                r.bound(&mut self.stats);
                 r.dispatch(now_ms, &mut self.stats, out);
             }
             // Connection-bound messages never reach the home.
@@ -1003,6 +1010,13 @@ impl<T: Competitor> Turns<T> {
         None
     }
 
+    /// Member `sub`, whose turn it is, leaves the turns until woken.
+    fn leave(&mut self, sub: SubRef) {
+        if let Some(m) = self.get_mut(sub) {
+            *m.queued() = false;
+        }
+    }
+
     /// Member `sub`'s turn is over: to the back of the turns while it may take more
     /// (true), else out of them until woken.
     fn end_turn(&mut self, sub: SubRef) -> bool {
@@ -1043,6 +1057,9 @@ struct Consumer {
     tokens: Trail<u64>,
     /// In the queue's `turns`.
     queued: bool,
+    /// Held back by its byte watermark, with room for this many bytes (in the queue's
+    /// `byte_blocked`).
+    blocked: Option<u64>,
 }
 
 impl Consumer {
@@ -1057,6 +1074,12 @@ impl Consumer {
             room = room.min(self.max_out_msgs.saturating_sub(self.unsettled));
         }
         room
+    }
+
+    /// The bytes it may take now under its byte watermark (the next message fits when
+    /// it is no larger, or when nothing is outstanding, see [`Self::fits`]).
+    fn byte_room(&self) -> u64 {
+        self.max_out_bytes.saturating_sub(self.unsettled_bytes)
     }
 
     /// The byte watermark: a message fits while the outstanding bytes stay within the
@@ -1105,6 +1128,11 @@ struct QueueChan {
     bytes: u64,
     unacked: HashMap<u64, Unacked>,
     consumers: Turns<Consumer>,
+    /// Consumers whose byte watermark held back the message at the front, by the
+    /// bytes they have room for: out of the turns until a settlement of their own or
+    /// a message at the front that fits (a channel of consumers all at their byte
+    /// watermark cost a visit to each one per dispatch).
+    byte_blocked: std::collections::BTreeSet<(u64, SubRef)>,
     next_token: u64,
     /// Earliest ack deadline among the unacked (0: none), so ticks stay cheap.
     next_deadline: u64,
@@ -1124,6 +1152,7 @@ impl QueueChan {
             bytes: 0,
             unacked: HashMap::default(),
             consumers: Turns::default(),
+            byte_blocked: std::collections::BTreeSet::new(),
             next_token: 0,
             next_deadline: 0,
             counters: Counters::default(),
@@ -1190,6 +1219,7 @@ impl QueueChan {
             ack_deadline_ms: spec.ack_deadline_ms,
             tokens: Trail::default(),
             queued: false,
+            blocked: None,
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
         self.dispatch(now_ms, out);
@@ -1213,18 +1243,24 @@ impl QueueChan {
     /// min(credit, GetBatchSize, MaxUnsettled - unsettled) messages, within its
     /// outstanding-messages and outstanding-bytes watermarks, and sends it to the back
     /// of the turns while it may take more. Only consumers that may take messages
-    /// have turns; one whose byte watermark holds back the next message keeps its
-    /// turn.
+    /// have turns; one whose byte watermark holds back the next message leaves them
+    /// until a settlement of its own, or a message that fits, is at the front.
     fn dispatch(&mut self, now_ms: u64, out: &mut Vec<ShardMsg>) {
         let mut idle = 0;
-        while !self.ready.is_empty() && idle < self.consumers.waiting() {
+        loop {
+            self.unblock();
+            if self.ready.is_empty() || idle >= self.consumers.waiting() {
+                break;
+            }
             let Some(sub) = self.consumers.next() else { break };
             let Some(c) = self.consumers.get_mut(sub) else { continue };
             let mut gave = false;
+            let mut blocked = false;
             for _ in 0..c.room() {
                 let Some(front) = self.ready.front() else { break };
                 let size = front.msg.payload.len() as u64;
                 if !c.fits(size) {
+                    blocked = true;
                     break;
                 }
                 let Some(mut item) = self.ready.pop_front() else { break };
@@ -1266,13 +1302,44 @@ impl QueueChan {
             if gave {
                 idle = 0;
             }
-            // A whole round of turns that gives nothing (byte watermarks hold the next
-            // message back) ends the dispatch.
+            if blocked {
+                let room = c.byte_room();
+                if let Some(old) = c.blocked.replace(room) {
+                    self.byte_blocked.remove(&(old, sub));
+                }
+                self.byte_blocked.insert((room, sub));
+                self.consumers.leave(sub);
+                continue;
+            }
+            if let Some(old) = c.blocked.take() {
+                self.byte_blocked.remove(&(old, sub));
+            }
             if self.consumers.end_turn(sub) && !gave {
+                // A whole round of turns that gives nothing ends the dispatch.
                 idle += 1;
             }
         }
         self.consumers.finish_drains(out);
+    }
+
+    /// The consumer held back by its byte watermark with the most room gets its turn
+    /// again when the message at the front fits it (one at a time: the front may be
+    /// the only message that small).
+    fn unblock(&mut self) {
+        let Some(size) = self.ready.front().map(|f| f.msg.payload.len() as u64) else { return };
+        if let Some(&(room, sub)) = self.byte_blocked.last().filter(|(room, _)| *room >= size) {
+            self.byte_blocked.remove(&(room, sub));
+            self.unblock_consumer(sub);
+        }
+    }
+
+    /// Consumer `sub` is no longer held back by its byte watermark (its room moved,
+    /// or it is going): out of `byte_blocked`, and back in the turns when it may take.
+    fn unblock_consumer(&mut self, sub: SubRef) {
+        if let Some(room) = self.consumers.get_mut(sub).and_then(|c| c.blocked.take()) {
+            self.byte_blocked.remove(&(room, sub));
+        }
+        self.consumers.wake(sub);
     }
 
     /// A delivery that never reached its consumer does not count as one (logged).
@@ -1289,7 +1356,7 @@ impl QueueChan {
             c.unsettled = c.unsettled.saturating_sub(1);
             c.unsettled_bytes = c.unsettled_bytes.saturating_sub(size);
             c.tokens.forget(token);
-            self.consumers.wake(u.sub);
+            self.unblock_consumer(u.sub);
         }
         Some((u.item, u.sub))
     }
@@ -1389,6 +1456,9 @@ impl QueueChan {
                     self.requeue(key, item, max_receive_count, out);
                 }
             }
+        }
+        if let Some(room) = self.consumers.get_mut(sub).and_then(|c| c.blocked.take()) {
+            self.byte_blocked.remove(&(room, sub));
         }
         self.consumers.remove(sub);
     }
@@ -1517,13 +1587,21 @@ impl EvSub {
     }
 }
 
+#[derive(Debug)]
+struct GroupRr {
+    next: usize,
+    members: usize,
+}
+
 #[derive(Debug, Default)]
 struct EventsChan {
     subs: Vec<EvSub>,
     /// Position of each subscriber in `subs` (a FLOW finds its subscriber without a
     /// walk: a stream of FLOWs on one link cost a walk over every subscriber each).
     by_sub: HashMap<SubRef, usize>,
-    group_rr: HashMap<String, usize>,
+    /// Each group's round-robin position and member count (it goes with its last
+    /// member).
+    groups: HashMap<String, GroupRr>,
     counters: Counters,
     /// Results of the selectors shared by several subscribers, for the event being
     /// published (kept between publishes for its allocation).
@@ -1538,19 +1616,37 @@ impl EventsChan {
         self.subs.get_mut(i)
     }
 
-    /// Subscriber `sub` is gone; whether it was one.
+    /// Subscriber `sub` is gone; whether it was one. The last subscriber takes its
+    /// place, so a detach costs one move, not a walk over the channel.
     fn unsubscribe(&mut self, sub: SubRef) -> bool {
-        let before = self.subs.len();
-        self.subs.retain(|s| s.sub != sub);
-        self.by_sub = self.subs.iter().enumerate().map(|(i, s)| (s.sub, i)).collect();
-        // A group's round-robin position goes with its last member.
-        let live: std::collections::HashSet<&str> = self.subs.iter().filter_map(|s| s.group.as_deref()).collect();
-        self.group_rr.retain(|g, _| live.contains(g.as_str()));
-        self.subs.len() < before
+        #[cfg(test)]
+        SUB_LOOKUPS.with(|n| n.set(n.get() + 1));
+        let Some(i) = self.by_sub.remove(&sub).filter(|i| *i < self.subs.len()) else { return false };
+        let gone = self.subs.swap_remove(i);
+        if let Some(moved) = self.subs.get(i) {
+            self.by_sub.insert(moved.sub, i);
+        }
+        if let Some(g) = gone.group {
+            if let Some(rr) = self.groups.get_mut(&g) {
+                rr.members -= 1;
+                if rr.members == 0 {
+                    self.groups.remove(&g);
+                }
+            }
+        }
+        true
     }
 
     fn subscribe(&mut self, sub: SubRef, spec: SubSpec, out: &mut Vec<ShardMsg>) {
         self.by_sub.insert(sub, self.subs.len());
+        if let Some(g) = &spec.group {
+            match self.groups.get_mut(g) {
+                Some(rr) => rr.members += 1,
+                None => {
+                    self.groups.insert(g.clone(), GroupRr { next: 0, members: 1 });
+                }
+            }
+        }
         self.subs.push(EvSub {
             sub,
             credit: Credit::default(),
@@ -1651,10 +1747,7 @@ impl EventsChan {
                 continue;
             }
             let Some(g) = self.subs[first].group.as_deref() else { continue };
-            let rr = match self.group_rr.get_mut(g) {
-                Some(rr) => rr,
-                None => self.group_rr.entry(g.to_owned()).or_insert(0),
-            };
+            let Some(rr) = self.groups.get_mut(g).map(|rr| &mut rr.next) else { continue };
             let pick = (0..members.len()).map(|k| members[(*rr + k) % members.len()]).find(|i| self.subs[*i].room());
             *rr = rr.wrapping_add(1);
             match pick {
@@ -1724,6 +1817,10 @@ struct StoreChan {
     log: VecDeque<StoredEvent>,
     next_seq: u64,
     readers: Vec<Reader>,
+    /// The reader of each member and of each group (positions in `readers`): a
+    /// member's report or detach finds its reader without a walk over the channel.
+    by_sub: HashMap<SubRef, usize>,
+    by_group: HashMap<String, usize>,
     cursors: HashMap<String, Cursor>,
     live: HashSet<String>,
     /// Attaches waiting for a durable identity that is still held.
@@ -1760,6 +1857,8 @@ impl StoreChan {
             log: VecDeque::new(),
             next_seq: 1,
             readers: Vec::new(),
+            by_sub: HashMap::default(),
+            by_group: HashMap::default(),
             cursors: HashMap::default(),
             live: HashSet::default(),
             parked: Vec::new(),
@@ -1927,12 +2026,11 @@ impl StoreChan {
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(Some(ring.clone())) });
         let member = Member { sub, ring };
         // A group shares one cursor; its first member's start position sets it.
-        if let Some(g) = &spec.group {
-            if let Some(i) = self.readers.iter().position(|r| r.group.as_deref() == Some(g.as_str())) {
-                self.readers[i].members.push(member);
-                self.feed(i, out);
-                return;
-            }
+        if let Some(&i) = spec.group.as_ref().and_then(|g| self.by_group.get(g)).filter(|i| **i < self.readers.len()) {
+            self.by_sub.insert(sub, i);
+            self.readers[i].members.push(member);
+            self.feed(i, out);
+            return;
         }
         let next = match spec.durable.as_ref().and_then(|id| self.cursors.get(id)) {
             Some(c) => c.next.max(self.first_seq()),
@@ -1940,6 +2038,11 @@ impl StoreChan {
         };
         if let Some(id) = &spec.durable {
             self.set_cursor(id, next, now_ms);
+        }
+        let i = self.readers.len();
+        self.by_sub.insert(sub, i);
+        if let Some(g) = &spec.group {
+            self.by_group.insert(g.clone(), i);
         }
         self.readers.push(Reader {
             members: vec![member],
@@ -1952,7 +2055,6 @@ impl StoreChan {
             hold: spec.hold,
             resume: false,
         });
-        let i = self.readers.len() - 1;
         self.feed(i, out);
     }
 
@@ -2026,7 +2128,7 @@ impl StoreChan {
 
     /// Lossless links: the connection sent everything before `next_seq`.
     fn consumed(&mut self, sub: SubRef, next_seq: u64, now_ms: u64) {
-        let Some(r) = self.readers.iter().find(|r| r.members.iter().any(|m| m.sub == sub)) else { return };
+        let Some(r) = self.reader_of(sub).map(|i| &self.readers[i]) else { return };
         if let (Some(id), true) = (&r.durable, r.hold) {
             let current = self.cursors.get(id).map_or(0, |c| c.next);
             if next_seq > current {
@@ -2063,7 +2165,7 @@ impl StoreChan {
             self.parked.remove(p);
             return;
         }
-        let Some(i) = self.readers.iter().position(|r| r.members.iter().any(|m| m.sub == sub)) else { return };
+        let Some(i) = self.by_sub.remove(&sub).filter(|i| *i < self.readers.len()) else { return };
         let waited_for = self.log.get(self.index_of(self.readers[i].next)).map(|e| e.seq);
         let r = &mut self.readers[i];
         // Events that entered the window after the connection let go of it (it
@@ -2091,7 +2193,7 @@ impl StoreChan {
             }
             self.live.remove(&id);
             if self.readers[i].members.is_empty() {
-                self.readers.remove(i);
+                self.drop_reader(i);
             }
             // The identity is free: the first attach waiting for it takes over.
             if let Some(p) = self.parked.iter().position(|p| p.spec.durable.as_deref() == Some(id.as_str())) {
@@ -2101,7 +2203,30 @@ impl StoreChan {
             return;
         }
         if self.readers[i].members.is_empty() {
-            self.readers.remove(i);
+            self.drop_reader(i);
+        }
+    }
+
+    /// The reader member `sub` belongs to.
+    fn reader_of(&self, sub: SubRef) -> Option<usize> {
+        #[cfg(test)]
+        SUB_LOOKUPS.with(|n| n.set(n.get() + 1));
+        self.by_sub.get(&sub).copied().filter(|i| *i < self.readers.len())
+    }
+
+    /// Reader `i` has no members left: the last reader takes its place.
+    fn drop_reader(&mut self, i: usize) {
+        let gone = self.readers.swap_remove(i);
+        if let Some(g) = &gone.group {
+            self.by_group.remove(g);
+        }
+        if let Some(moved) = self.readers.get(i) {
+            for m in &moved.members {
+                self.by_sub.insert(m.sub, i);
+            }
+            if let Some(g) = &moved.group {
+                self.by_group.insert(g.clone(), i);
+            }
         }
     }
 }
@@ -2214,7 +2339,21 @@ impl RpcChan {
         self.dispatch(now_ms, &mut stats, out);
     }
 
+    /// The oldest requests go first when too many wait (their requesters' deadlines
+    /// answer them); the newest always stays.
+    fn bound(&mut self, stats: &mut HomeStats) {
+        while self.waiting.len() > RPC_WAITING_MAX
+            || (self.waiting_bytes > RPC_WAITING_MAX_BYTES && self.waiting.len() > 1)
+        {
+            let Some((old, _)) = self.waiting.pop_front() else { break };
+            self.waiting_bytes = self.waiting_bytes.saturating_sub(old.payload.len() as u64);
+            stats.transfers_in_dropped += 1;
+        }
+    }
+
     /// Requests go round-robin to responders with credit; expired ones are dropped.
+    /// A request's delivery token is its deadline: a connection that cannot send it
+    /// gives it back with it ([`ShardMsg::RpcReturned`]).
     fn dispatch(&mut self, now_ms: u64, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
         while let Some((msg, deadline)) = self.waiting.pop_front() {
             self.waiting_bytes = self.waiting_bytes.saturating_sub(msg.payload.len() as u64);
@@ -2240,7 +2379,7 @@ impl RpcChan {
             r.credit.take();
             r.unsettled += 1;
             let sub = r.sub;
-            out.push(ShardMsg::Deliver { sub, token: 0, msg, receive_count: 0, settled: r.presettled });
+            out.push(ShardMsg::Deliver { sub, token: deadline, msg, receive_count: 0, settled: r.presettled });
             self.responders.end_turn(sub);
         }
         self.responders.finish_drains(out);
@@ -2308,9 +2447,15 @@ mod tests {
         ShardMsg::Credit { key: key.clone(), sub: sub(link), credit, delivery_count: 0, bytes_out: 0, drain: false }
     }
 
-    /// Deliveries in `out` to link `link`.
+    /// Deliveries in `out` to link `link` (one by one, or in batches of events).
     fn delivered_to(out: &[ShardMsg], link: u64) -> usize {
-        out.iter().filter(|m| matches!(m, ShardMsg::Deliver { sub: s, .. } if s.link == link)).count()
+        out.iter()
+            .map(|m| match m {
+                ShardMsg::Deliver { sub: s, .. } if s.link == link => 1,
+                ShardMsg::DeliverBatch { sub: s, msgs } if s.link == link => msgs.len(),
+                _ => 0,
+            })
+            .sum()
     }
 
     fn events_home() -> Home {
@@ -2638,5 +2783,193 @@ mod tests {
         assert_eq!(e.subs.len(), 998);
         assert_eq!(e.sub_mut(sub(999)).map(|s| s.credit.credit), Some(7));
         assert!(e.sub_mut(sub(500)).is_none());
+    }
+
+    /// An events detach moves the channel's last subscriber into the gap instead of
+    /// walking the channel (1,000 subscribers leaving one by one cost a million
+    /// visits): 500 of 1,000 leave at one lookup each; every one left is still found by
+    /// its FLOW, a group's round-robin position goes with its last member only, and an
+    /// event still reaches each plain subscriber once and the group once.
+    #[test]
+    fn an_events_detach_moves_one_subscriber_not_the_channel() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Events, "leaving");
+        let mut out = Vec::new();
+        let in_group = |link: u64| link.is_multiple_of(100);
+        for link in 0..1_000 {
+            let mut spec = spec();
+            if in_group(link) {
+                spec.group = Some(if link < 500 { "early" } else { "late" }.to_owned());
+            }
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, &mut out);
+        }
+        let bye = |link| ShardMsg::Unsubscribe {
+            key: key.clone(),
+            sub: sub(link),
+            stalled: false,
+            resume_at: None,
+            confirm: false,
+            returned: Vec::new(),
+        };
+        SUB_LOOKUPS.with(|n| n.set(0));
+        // Every odd link, and every link below 500 that is in a group ("early" empties).
+        let leaving: Vec<u64> = (0..1_000).filter(|l| l % 2 == 1 || (in_group(*l) && *l < 500)).collect();
+        for link in &leaving {
+            home.handle(bye(*link), 1, &mut out);
+        }
+        assert!(SUB_LOOKUPS.with(|n| n.get()) <= leaving.len() as u64);
+        let e = home.events.get_mut(&key).unwrap();
+        assert_eq!(e.subs.len(), 1_000 - leaving.len());
+        assert!(!e.groups.contains_key("early"), "the group went with its last member");
+        assert_eq!(e.groups.get("late").map(|g| g.members), Some(5));
+        for link in 0..1_000 {
+            let found = e.sub_mut(sub(link)).map(|s| s.sub);
+            let left = leaving.contains(&link);
+            assert_eq!(found, (!left).then(|| sub(link)), "link {link}");
+        }
+        let remaining: Vec<u64> = (0..1_000).filter(|l| !leaving.contains(l)).collect();
+        for link in &remaining {
+            home.handle(credit_msg(&key, *link, 1), 1, &mut out);
+        }
+        out.clear();
+        let msg = Msg { payload: bytes::Bytes::from_static(b"e"), received_ms: 1 };
+        home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 2, &mut out);
+        home.tick(3, &mut out);
+        for link in &remaining {
+            if !in_group(*link) {
+                assert_eq!(delivered_to(&out, *link), 1, "plain subscriber {link}");
+            }
+        }
+        let to_group: usize = remaining.iter().filter(|l| in_group(**l)).map(|l| delivered_to(&out, *l)).sum();
+        assert_eq!(to_group, 1, "the group got the event once");
+    }
+
+    /// An events-store member's report (room in its ring, what it sent) and its detach
+    /// find its reader by an index, not a walk over the channel's readers, and a
+    /// reader that goes is replaced by the last one: 1,000 readers (one a group of
+    /// ten, one a lossless durable subscription attached last), half of them leaving,
+    /// then room reported by every one left, cost one lookup each; each one left
+    /// still gets the next event, the group its events, and the durable subscription's
+    /// cursor follows what its connection reports sent.
+    #[test]
+    fn an_events_store_report_finds_its_reader_without_a_walk() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::EventsStore, "many");
+        let mut out = Vec::new();
+        let one = |group: Option<&str>| {
+            let mut spec = spec();
+            spec.max_unsettled = 1;
+            spec.group = group.map(str::to_owned);
+            spec
+        };
+        for link in 0..1_000 {
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec: one(None) }, 1, &mut out);
+        }
+        for link in 2_000..2_010 {
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec: one(Some("g")) }, 1, &mut out);
+        }
+        let mut durable = one(None);
+        durable.durable = Some("d".to_owned());
+        durable.hold = true;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(3_000), spec: durable }, 1, &mut out);
+        assert!(out.iter().all(|m| matches!(m, ShardMsg::SubscribeDone { result: Ok(_), .. })));
+        let bye = |link| ShardMsg::Unsubscribe {
+            key: key.clone(),
+            sub: sub(link),
+            stalled: false,
+            resume_at: None,
+            confirm: false,
+            returned: Vec::new(),
+        };
+        SUB_LOOKUPS.with(|n| n.set(0));
+        // Half the plain readers, from the front (each gap takes the last reader), and
+        // three of the group's members.
+        let leaving: Vec<u64> = (0..500).chain(2_000..2_003).collect();
+        for link in &leaving {
+            home.handle(bye(*link), 1, &mut out);
+        }
+        // A new member joins the group's reader, wherever the gaps moved it.
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2_010), spec: one(Some("g")) }, 1, &mut out);
+        let staying: Vec<u64> = (500..1_000).chain(2_003..2_011).chain([3_000]).collect();
+        let s = &home.stores[&key];
+        assert_eq!(s.readers.len(), 502, "500 plain readers, the group, the durable subscription");
+        for link in &staying {
+            let i = s.reader_of(sub(*link)).unwrap_or_else(|| panic!("link {link} lost its reader"));
+            assert!(s.readers[i].members.iter().any(|m| m.sub == sub(*link)), "link {link}");
+        }
+        assert!(leaving.iter().all(|l| s.reader_of(sub(*l)).is_none()));
+        // The first event fills every ring (one each), the second finds them full.
+        for n in 0..2 {
+            let msg = Msg { payload: bytes::Bytes::from(vec![b'a' + n; 1]), received_ms: 1 };
+            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 2, &mut out);
+        }
+        let s = &home.stores[&key];
+        let ring_of = |s: &StoreChan, link: u64| {
+            let i = s.reader_of(sub(link)).unwrap();
+            s.readers[i].members.iter().find(|m| m.sub == sub(link)).unwrap().ring.clone()
+        };
+        let rings: Vec<_> = staying.iter().map(|l| ring_of(s, *l)).collect();
+        let firsts: Vec<_> = rings.iter().filter_map(|r| r.ring.pop()).map(|(seq, _)| seq).collect();
+        // Each plain reader and the durable one took event 1 and found its ring full
+        // for event 2; the group took event 1 in one member's ring, 2 in the next's.
+        assert_eq!(firsts.len(), 500 + 1 + 2);
+        assert_eq!(firsts.iter().filter(|seq| **seq == 2).count(), 1);
+        SUB_LOOKUPS.with(|n| n.set(0));
+        for link in &staying {
+            home.handle(ShardMsg::RingSpace { key: key.clone(), sub: sub(*link) }, 2, &mut out);
+        }
+        assert!(SUB_LOOKUPS.with(|n| n.get()) <= staying.len() as u64 * 2);
+        let seconds: Vec<_> = rings.iter().filter_map(|r| r.ring.pop()).map(|(seq, _)| seq).collect();
+        assert_eq!(seconds.len(), 500 + 1, "every reader that waited took event 2");
+        assert!(seconds.iter().all(|seq| *seq == 2));
+        home.handle(ShardMsg::Consumed { key: key.clone(), sub: sub(3_000), next_seq: 3 }, 3, &mut out);
+        assert_eq!(home.stores[&key].cursors.get("d").map(|c| c.next), Some(3));
+    }
+
+    /// Queue consumers held back by their byte watermarks leave the turns until a
+    /// settlement of their own (or a message that fits) lets them take again: 1,000
+    /// consumers, each at its 150-byte watermark with one 100-byte message unsettled,
+    /// cost no visits for the next 1,000 messages (before, every dispatch visited all
+    /// 1,000 of them: a million visits), and the one that settles gets the next.
+    #[test]
+    fn consumers_at_their_byte_watermark_leave_the_turns() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Queues, "watermarked");
+        let mut out = Vec::new();
+        for link in 0..1_000 {
+            let mut spec = spec();
+            spec.presettled = false;
+            spec.max_outstanding_bytes = 150;
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, &mut out);
+            home.handle(credit_msg(&key, link, 10), 1, &mut out);
+        }
+        let publish = |home: &mut Home, out: &mut Vec<ShardMsg>| {
+            let msg = Msg { payload: bytes::Bytes::from(vec![0u8; 100]), received_ms: 1 };
+            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
+        };
+        out.clear();
+        for _ in 0..1_000 {
+            publish(&mut home, &mut out);
+        }
+        assert!((0..1_000).all(|l| delivered_to(&out, l) == 1), "one each");
+        let token_of_7 = out
+            .iter()
+            .find_map(|m| match m {
+                ShardMsg::Deliver { sub: s, token, .. } if s.link == 7 => Some(*token),
+                _ => None,
+            })
+            .unwrap();
+        TURNS.with(|n| n.set(0));
+        out.clear();
+        for _ in 0..1_000 {
+            publish(&mut home, &mut out);
+        }
+        let turns = TURNS.with(|n| n.get());
+        assert!(turns <= 2_000, "{turns} consumer visits for 1,000 publishes");
+        assert_eq!(home.queues[&key].ready.len(), 1_000, "nobody had room for 100 more bytes");
+        let settle = ShardMsg::Settle { key: key.clone(), sub: sub(7), token: token_of_7, outcome: Outcome::Accepted };
+        home.handle(settle, 1, &mut out);
+        assert_eq!(delivered_to(&out, 7), 1, "the consumer that settled took the next");
+        assert_eq!(out.iter().filter(|m| matches!(m, ShardMsg::Deliver { .. })).count(), 1);
     }
 }

@@ -324,6 +324,16 @@ pub enum ShardMsg {
         deadline_ms: u64,
     },
 
+    /// RPC requests given to a responder whose connection never sent them (they waited
+    /// for its session window when its link went): they go to the front of the
+    /// channel's waiting requests, for another responder.
+    RpcReturned {
+        /// commands/ or queries/ channel.
+        key: ChannelKey,
+        /// Each request and its deadline.
+        requests: Vec<(Msg, u64)>,
+    },
+
     // ---- home -> connection
     /// Outcome of an unsettled publish.
     PublishDone {
@@ -428,7 +438,8 @@ impl ShardMsg {
             | ShardMsg::Extend { key, .. }
             | ShardMsg::DeadLetter { key, .. }
             | ShardMsg::DeadLettered { key, .. }
-            | ShardMsg::RpcRequest { key, .. } => key.home(shards),
+            | ShardMsg::RpcRequest { key, .. }
+            | ShardMsg::RpcReturned { key, .. } => key.home(shards),
             ShardMsg::PublishDone { ack, .. } => ack.link.shard as usize,
             ShardMsg::SubscribeDone { sub, .. }
             | ShardMsg::UnsubscribeDone { sub }

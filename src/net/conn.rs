@@ -149,6 +149,9 @@ struct LinkCtx {
     held_over: bool,
     /// Queue deliveries released from `held` unsent: given back with the Unsubscribe.
     returned: Vec<u64>,
+    /// RPC requests released from `held` unsent, or that could not be sent as the link
+    /// went: given back to the channel after the Unsubscribe, for another responder.
+    requests: Vec<Held>,
     /// In its session's turns (`Driver::held_on`).
     turn: bool,
     /// A drain waits for `held` to go out (then the link's credit is used up).
@@ -218,9 +221,10 @@ enum Sent {
 }
 
 /// A delivery waiting for room in the peer's session window.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Held {
-    /// The home's token (queues, RPC); an events-store event's sequence number.
+    /// The home's token (queues; an RPC request's deadline); an events-store event's
+    /// sequence number.
     token: u64,
     payload: Bytes,
     settled: bool,
@@ -910,6 +914,7 @@ impl Driver {
             held: VecDeque::new(),
             held_over: false,
             returned: Vec::new(),
+            requests: Vec::new(),
             turn: false,
             drain_after_held: false,
         }
@@ -1475,6 +1480,11 @@ impl Driver {
                 if tracked {
                     self.link_settled(link, token, Outcome::Undelivered);
                 }
+                if matches!(pattern, Pattern::Commands | Pattern::Queries) {
+                    if let Some(ctx) = self.links.get_mut(&link) {
+                        ctx.requests.push(Held { token, payload, settled });
+                    }
+                }
                 Sent::Failed
             }
         }
@@ -1496,18 +1506,19 @@ impl Driver {
     /// shut while many links take deliveries would otherwise make the connection hold
     /// each link's window. Of what the detached link held, queue messages go back to
     /// the front of their queue with the Unsubscribe, their delivery not counted; RPC
-    /// requests are lost with the responder (their requesters' deadlines answer
-    /// them); events, at most once, are counted as dropped.
+    /// requests go back to the front of their channel's waiting requests after it,
+    /// for another responder; events, at most once, are counted as dropped.
     /// (An events-store link holds at most one event: it counts towards the bound but
     /// is not detached by it.)
     fn hold(&mut self, link: LinkId, h: Held) {
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
         if ctx.held_over {
-            if key.pattern == Pattern::Queues {
-                ctx.returned.push(h.token);
-            } else if key.pattern == Pattern::Events {
-                add(&self.shard.counters.events_dropped_held, 1);
+            match key.pattern {
+                Pattern::Queues => ctx.returned.push(h.token),
+                Pattern::Events => add(&self.shard.counters.events_dropped_held, 1),
+                Pattern::Commands | Pattern::Queries => ctx.requests.push(h),
+                Pattern::EventsStore => {}
             }
             return;
         }
@@ -1529,12 +1540,12 @@ impl Driver {
         ctx.held_over = true;
         ctx.turn = false;
         let held = std::mem::take(&mut ctx.held);
-        // RPC requests are lost with the responder (their requesters' deadlines
-        // answer them); events are at most once.
+        // Events are at most once.
         match pattern {
             Pattern::Queues => ctx.returned.extend(held.iter().map(|h| h.token)),
             Pattern::Events => add(&self.shard.counters.events_dropped_held, held.len() as u64),
-            _ => {}
+            Pattern::Commands | Pattern::Queries => ctx.requests.extend(held.iter().cloned()),
+            Pattern::EventsStore => {}
         }
         self.forget_held(link, channel, &held);
         add(&self.shard.counters.errors[2], 1);
@@ -1757,7 +1768,20 @@ impl Driver {
                 if confirm {
                     self.detaching.insert(ctx.serial, link);
                 }
+                // RPC requests never sent go to another responder, after the
+                // Unsubscribe (before it, the home could give them to this one again).
+                let mut requests = std::mem::take(&mut ctx.requests);
+                if matches!(key.pattern, Pattern::Commands | Pattern::Queries) {
+                    requests.extend(held);
+                }
+                let rpc_key = (!requests.is_empty()).then(|| key.clone());
                 self.route(ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm, returned });
+                if let Some(key) = rpc_key {
+                    let received_ms = self.epoch_ms;
+                    let requests =
+                        requests.into_iter().map(|h| (Msg { payload: h.payload, received_ms }, h.token)).collect();
+                    self.route(ShardMsg::RpcReturned { key, requests });
+                }
             }
             LinkKind::NodeConsume { node } => {
                 gauge(&self.shard.counters.links_sender, -1);
