@@ -1789,3 +1789,89 @@ fn a_producer_on_the_anonymous_terminus_is_held_back_by_a_busy_shard() {
     eprintln!("anonymous producer sent {sent} events in 3 s");
     assert!(sent < 100_000, "the anonymous producer was not held back: {sent} events in 3 s");
 }
+
+/// A queue consumer that detaches while the messages its credit asked for are on
+/// their way to its connection (its FLOW and DETACH arrive in one read): with
+/// `SLUICE_MAX_RECEIVE_COUNT=1`, only the messages the broker wrote to it are
+/// dead-lettered (none, or those that crossed its DETACH); every other message
+/// reaches the next consumer as a first delivery. (Before, the connection dropped a
+/// delivery that arrived for a link already gone, and the queue counted it as
+/// delivered: all 1,024 were dead-lettered without ever having been sent.)
+#[test]
+fn a_consumer_that_detaches_with_deliveries_on_their_way_dead_letters_none_of_them() {
+    let b = Broker::start(&[("SLUICE_MAX_RECEIVE_COUNT", "1")]);
+    const N: u32 = 20_000;
+    let (mut p, s) = presettled_publisher(&b, "queues/mid-stream");
+    p.wait_credit(s).unwrap();
+    publish_indexed(&mut p, s, 0, N);
+    p.flush().unwrap();
+    let index = |d: &sluice_proto::engine::Delivery| u32::from_be_bytes(body(d)[..4].try_into().unwrap());
+    let stored = "sluice_channel_undelivered_messages{pattern=\"queues\",channel=\"mid-stream\"}";
+    assert_eq!(metric_when(&b, &mut p, stored, |v| v == Some(f64::from(N))), Some(f64::from(N)));
+    let mut a = Client::connect(b.addr(), "leaving").unwrap();
+    let ach = a.begin().unwrap();
+    let ar = a.attach_receiver(ach, "r", Some("queues/mid-stream"), &LinkOptions::default()).unwrap();
+    a.pump(Duration::from_millis(100)).unwrap();
+    // Credit and DETACH in one write: the broker reads both at once, so the messages
+    // the credit asked for are on their way to its connection when the link goes.
+    a.engine().grant_credit(ar, 10_000, false).unwrap();
+    a.engine().detach(ar, None);
+    a.flush().unwrap();
+    let mut received = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut detached = false;
+    while !detached && Instant::now() < deadline {
+        a.pump(Duration::from_millis(50)).unwrap();
+        for e in a.take_events() {
+            if let Event::Delivery(d) = e {
+                received.push(index(&d));
+            }
+        }
+        // The broker's DETACH came: the engine let the link go.
+        detached = a.engine().link_info(ar).is_none();
+    }
+    assert!(detached, "the detach was not answered");
+    received.sort_unstable();
+    // What the broker wrote to the leaving consumer: what it received, and what crossed
+    // its DETACH on the wire (its engine drops those).
+    let out = "kubemq_amqp10_transfers_total{direction=\"out\",pattern=\"queues\"}";
+    let mut written = b.metric(out);
+    loop {
+        std::thread::sleep(Duration::from_millis(1500));
+        let now = b.metric(out);
+        if now == written && now.is_some() {
+            break;
+        }
+        written = now;
+    }
+    let written = written.unwrap_or(0.0) as usize;
+    let mut c = Client::connect(b.addr(), "next").unwrap();
+    let cch = c.begin().unwrap();
+    let r = c.attach_receiver(cch, "r", Some("queues/mid-stream"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, N, false).unwrap();
+    let mut rest = Vec::new();
+    while let Ok(d) = c.receive(r, Duration::from_secs(1)) {
+        let h = RawMessage::parse(&d.payload).unwrap().header().unwrap();
+        assert_eq!(h.and_then(|h| h.delivery_count).unwrap_or(0), 0, "message {} came as a redelivery", index(&d));
+        rest.push(index(&d));
+        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+    }
+    let dlq = c.attach_receiver(cch, "dlq", Some("queues/mid-stream.dlq"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(dlq, N, false).unwrap();
+    let mut dead = Vec::new();
+    while let Ok(d) = c.receive(dlq, Duration::from_secs(1)) {
+        dead.push(index(&d));
+        c.settle(dlq, d.delivery_id, DeliveryState::Accepted);
+    }
+    dead.sort_unstable();
+    assert!(received.iter().all(|i| dead.binary_search(i).is_ok()), "a message it received was not dead-lettered");
+    assert_eq!(
+        dead.len(),
+        written,
+        "dead-lettered: what the broker wrote to the leaving consumer ({} of it received)",
+        received.len()
+    );
+    rest.extend(&dead);
+    rest.sort_unstable();
+    assert_eq!(rest, (0..N).collect::<Vec<_>>(), "every message once");
+}

@@ -633,8 +633,8 @@ impl Home {
                     s.consumed(sub, next_seq, now_ms);
                 }
             }
-            ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm, returned } => {
-                self.unsubscribe(key, sub, stalled, resume_at, &returned, out);
+            ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm, sent } => {
+                self.unsubscribe(key, sub, stalled, resume_at, &sent, out);
                 if confirm {
                     out.push(ShardMsg::UnsubscribeDone { sub });
                 }
@@ -688,7 +688,7 @@ impl Home {
         sub: SubRef,
         stalled: bool,
         resume_at: Option<u64>,
-        returned: &[u64],
+        sent: &[u64],
         out: &mut Vec<ShardMsg>,
     ) {
         let now_ms = super::steady_ms();
@@ -696,7 +696,7 @@ impl Home {
             Pattern::Queues => {
                 let max = self.max_receive_count;
                 if let Some(q) = self.queues.get_mut(&key) {
-                    q.unsubscribe(&key, sub, returned, max, out);
+                    q.unsubscribe(&key, sub, sent, max, out);
                     q.dispatch(now_ms, out);
                 }
             }
@@ -1422,40 +1422,39 @@ impl QueueChan {
         self.next_deadline = self.unacked.values().map(|u| u.deadline).filter(|d| *d != 0).min().unwrap_or(0);
     }
 
-    /// Every unsettled delivery of the link goes back to the tail, exactly once, in
-    /// the order it was delivered.
+    /// Every unsettled delivery of the link goes back, exactly once: those its
+    /// connection `sent` to the tail (or to the dead-letter queue), their delivery
+    /// counted; the others, never sent (they waited for a shut session window, or were
+    /// on their way to the connection when the link went), to the front in the order
+    /// they were given, their delivery not counted.
     /// Costs the consumer's own deliveries (its trail), not the queue's.
-    /// `returned`: deliveries its connection never sent; they go back to the front, in
-    /// their order, their delivery not counted.
     fn unsubscribe(
         &mut self,
         key: &ChannelKey,
         sub: SubRef,
-        returned: &[u64],
+        sent: &[u64],
         max_receive_count: u32,
         out: &mut Vec<ShardMsg>,
     ) {
-        let mut unsent = Vec::with_capacity(returned.len());
-        for t in returned {
-            if self.unacked.get(t).is_some_and(|u| u.sub == sub) {
-                if let Some((mut item, _)) = self.take_unacked(*t) {
-                    self.uncount(&mut item);
-                    unsent.push(item);
+        let sent: HashSet<u64> = sent.iter().copied().collect();
+        let mine = self.consumer(sub).map(|c| c.tokens.take()).unwrap_or_default();
+        #[cfg(test)]
+        UNSUBSCRIBE_CHECKS.with(|n| n.set(n.get() + mine.len() as u64));
+        let mut unsent = Vec::new();
+        for t in mine {
+            if self.unacked.get(&t).is_some_and(|u| u.sub == sub) {
+                if let Some((mut item, _)) = self.take_unacked(t) {
+                    if sent.contains(&t) {
+                        self.requeue(key, item, max_receive_count, out);
+                    } else {
+                        self.uncount(&mut item);
+                        unsent.push(item);
+                    }
                 }
             }
         }
         for item in unsent.into_iter().rev() {
             self.ready.push_front(item);
-        }
-        let mine = self.consumer(sub).map(|c| c.tokens.take()).unwrap_or_default();
-        #[cfg(test)]
-        UNSUBSCRIBE_CHECKS.with(|n| n.set(n.get() + mine.len() as u64));
-        for t in mine {
-            if self.unacked.get(&t).is_some_and(|u| u.sub == sub) {
-                if let Some((item, _)) = self.take_unacked(t) {
-                    self.requeue(key, item, max_receive_count, out);
-                }
-            }
         }
         if let Some(room) = self.consumers.get_mut(sub).and_then(|c| c.blocked.take()) {
             self.byte_blocked.remove(&(room, sub));
@@ -2629,7 +2628,7 @@ mod tests {
                 stalled: false,
                 resume_at: None,
                 confirm: false,
-                returned: Vec::new(),
+                sent: Vec::new(),
             };
             home.handle(bye, 1, &mut out);
             let q = &home.queues[&key];
@@ -2774,7 +2773,7 @@ mod tests {
             stalled: false,
             resume_at: None,
             confirm: false,
-            returned: Vec::new(),
+            sent: Vec::new(),
         };
         home.handle(bye(0), 1, &mut out);
         home.handle(bye(500), 1, &mut out);
@@ -2809,7 +2808,7 @@ mod tests {
             stalled: false,
             resume_at: None,
             confirm: false,
-            returned: Vec::new(),
+            sent: Vec::new(),
         };
         SUB_LOOKUPS.with(|n| n.set(0));
         // Every odd link, and every link below 500 that is in a group ("early" empties).
@@ -2879,7 +2878,7 @@ mod tests {
             stalled: false,
             resume_at: None,
             confirm: false,
-            returned: Vec::new(),
+            sent: Vec::new(),
         };
         SUB_LOOKUPS.with(|n| n.set(0));
         // Half the plain readers, from the front (each gap takes the last reader), and
@@ -2971,5 +2970,60 @@ mod tests {
         home.handle(settle, 1, &mut out);
         assert_eq!(delivered_to(&out, 7), 1, "the consumer that settled took the next");
         assert_eq!(out.iter().filter(|m| matches!(m, ShardMsg::Deliver { .. })).count(), 1);
+    }
+
+    /// A queue consumer's unsubscribe counts only the deliveries its connection says
+    /// it sent: of three messages given to a consumer, the connection sent the middle
+    /// one; the first and last (held for a shut session window, or on their way when
+    /// the link went) go back to the front in their order, not counted, and the sent
+    /// one goes back counted, so with a receive limit of 1 only it is dead-lettered.
+    /// (Before, the connection named what it held and everything else counted as
+    /// delivered: a delivery still on its way to the connection when the link went
+    /// was dead-lettered without ever having been sent.)
+    #[test]
+    fn a_queue_unsubscribe_counts_only_what_the_connection_sent() {
+        let qj = Rc::new(RefCell::new(Journal::disabled(LogKind::Queues)));
+        let ej = Rc::new(RefCell::new(Journal::disabled(LogKind::Events)));
+        let mut home = Home::new(1, Retention::default(), qj, ej);
+        let key = ChannelKey::new(Pattern::Queues, "counted");
+        let mut out = Vec::new();
+        for body in [b"a", b"b", b"c", b"d"] {
+            let msg = Msg { payload: bytes::Bytes::from_static(body), received_ms: 1 };
+            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+        }
+        let mut spec = spec();
+        spec.presettled = false;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
+        out.clear();
+        home.handle(credit_msg(&key, 1, 3), 1, &mut out);
+        let tokens: Vec<u64> = out
+            .iter()
+            .filter_map(|m| match m {
+                ShardMsg::Deliver { token, .. } => Some(*token),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(tokens.len(), 3);
+        out.clear();
+        let bye = ShardMsg::Unsubscribe {
+            key: key.clone(),
+            sub: sub(1),
+            stalled: false,
+            resume_at: None,
+            confirm: false,
+            sent: vec![tokens[1]],
+        };
+        home.handle(bye, 2, &mut out);
+        let q = &home.queues[&key];
+        let ready: Vec<(&[u8], u32)> = q.ready.iter().map(|i| (&i.msg.payload[..], i.receive_count)).collect();
+        assert_eq!(ready, vec![(&b"a"[..], 0), (&b"c"[..], 0), (&b"d"[..], 0)]);
+        let dead: Vec<&[u8]> = out
+            .iter()
+            .filter_map(|m| match m {
+                ShardMsg::DeadLetter { msg, .. } => Some(&msg.payload[..]),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(dead, vec![&b"b"[..]], "only the message that was sent");
     }
 }

@@ -259,10 +259,12 @@ pub enum ShardMsg {
         /// Answer with [`ShardMsg::UnsubscribeDone`] (the connection holds its DETACH
         /// reply until the subscription is released).
         confirm: bool,
-        /// Queues: tokens of deliveries the connection never sent (they waited for a
-        /// shut session window), in the order given: back to the front of the queue,
-        /// their delivery not counted.
-        returned: Vec<u64>,
+        /// Queues: tokens of the deliveries the connection sent that the peer has not
+        /// settled (back to the queue, their delivery counted). The link's other
+        /// unsettled deliveries were never sent (they waited for a shut session
+        /// window, or were on their way to the connection when the link went): back to
+        /// the front of the queue in their order, their delivery not counted.
+        sent: Vec<u64>,
     },
     /// Lossless events-store: every event before `next_seq` has been sent.
     Consumed {

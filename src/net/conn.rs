@@ -147,8 +147,6 @@ struct LinkCtx {
     /// Detached for passing the connection's bound on waiting deliveries: what comes
     /// for it before its Detached event is not held.
     held_over: bool,
-    /// Queue deliveries released from `held` unsent: given back with the Unsubscribe.
-    returned: Vec<u64>,
     /// RPC requests released from `held` unsent, or that could not be sent as the link
     /// went: given back to the channel after the Unsubscribe, for another responder.
     requests: Vec<Held>,
@@ -913,7 +911,6 @@ impl Driver {
             unreported: (0, 0),
             held: VecDeque::new(),
             held_over: false,
-            returned: Vec::new(),
             requests: Vec::new(),
             turn: false,
             drain_after_held: false,
@@ -1515,7 +1512,8 @@ impl Driver {
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
         if ctx.held_over {
             match key.pattern {
-                Pattern::Queues => ctx.returned.push(h.token),
+                // The home has it unsettled, not sent (see `on_detached`).
+                Pattern::Queues => {}
                 Pattern::Events => add(&self.shard.counters.events_dropped_held, 1),
                 Pattern::Commands | Pattern::Queries => ctx.requests.push(h),
                 Pattern::EventsStore => {}
@@ -1540,12 +1538,12 @@ impl Driver {
         ctx.held_over = true;
         ctx.turn = false;
         let held = std::mem::take(&mut ctx.held);
-        // Events are at most once.
+        // Events are at most once; queue messages the home has unsettled, not sent
+        // (see `on_detached`).
         match pattern {
-            Pattern::Queues => ctx.returned.extend(held.iter().map(|h| h.token)),
             Pattern::Events => add(&self.shard.counters.events_dropped_held, held.len() as u64),
             Pattern::Commands | Pattern::Queries => ctx.requests.extend(held.iter().cloned()),
-            Pattern::EventsStore => {}
+            Pattern::Queues | Pattern::EventsStore => {}
         }
         self.forget_held(link, channel, &held);
         add(&self.shard.counters.errors[2], 1);
@@ -1749,7 +1747,7 @@ impl Driver {
         self.forget_held(link, ctx.channel, &held);
         let sub = self.sub(ctx.serial);
         match ctx.kind {
-            LinkKind::Consume { key, subscribed, ring, stalled, .. } => {
+            LinkKind::Consume { key, subscribed, ring, stalled, unsettled, .. } => {
                 if subscribed {
                     gauge(&self.shard.counters.links_sender, -1);
                 }
@@ -1757,11 +1755,9 @@ impl Driver {
                 // for the session window, else the next in its ring.
                 let first_held = held.front().filter(|_| key.pattern == Pattern::EventsStore).map(|h| h.token);
                 let resume_at = first_held.or_else(|| ring.and_then(|r| r.ring.pop()).map(|(seq, _)| seq));
-                // Queue deliveries never sent go back uncounted.
-                let mut returned = std::mem::take(&mut ctx.returned);
-                if key.pattern == Pattern::Queues {
-                    returned.extend(held.iter().map(|h| h.token));
-                }
+                // Queue deliveries sent and not settled go back counted; the home
+                // returns the link's others (held here, or on their way) uncounted.
+                let sent = if key.pattern == Pattern::Queues { unsettled.into_values().collect() } else { Vec::new() };
                 // A durable link's DETACH is answered once the home has released the
                 // subscription, so a re-attach right after it finds it free.
                 let confirm = ctx.durable && self.engine_link_open(link);
@@ -1775,7 +1771,7 @@ impl Driver {
                     requests.extend(held);
                 }
                 let rpc_key = (!requests.is_empty()).then(|| key.clone());
-                self.route(ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm, returned });
+                self.route(ShardMsg::Unsubscribe { key, sub, stalled, resume_at, confirm, sent });
                 if let Some(key) = rpc_key {
                     let received_ms = self.epoch_ms;
                     let requests =
