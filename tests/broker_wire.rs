@@ -628,6 +628,66 @@ fn requests_that_waited_for_a_shut_window_go_to_another_responder_when_the_link_
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
 
+/// RPC requests given to a responder whose link or connection goes while they are on
+/// their way to it (its credit and its DETACH, or CLOSE, arrive in one read; the
+/// channel's home is the other shard) go to the channel's next responder, each once:
+/// 10 requests wait with no responder; a responder grants credit and detaches at once
+/// (then, on another channel, closes its connection at once); the next responder gets
+/// all 10. (Before, the connection dropped a request for a link it no longer had, and
+/// one that came for a connection that had ended its links was dropped with it: the
+/// next responder got none, and their requesters a timeout at their deadline.)
+#[test]
+fn requests_on_their_way_to_a_responder_that_goes_reach_the_next_one() {
+    use sluice::broker::address::ChannelKey;
+    use sluice::config::Pattern;
+    use sluice_proto::codec::Encode;
+    use sluice_proto::types::{Body, Message, Properties};
+    let b = Broker::start(&[]);
+    let mut req = Client::connect(b.addr(), "requester").unwrap();
+    let ch = req.begin().unwrap();
+    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    for round in ["detach", "close"] {
+        let container = format!("leaving-{round}");
+        let mut leaving = Client::connect(b.addr(), &container).unwrap();
+        let lch = leaving.begin().unwrap();
+        let shard = b.connection_shards()[&container] as usize;
+        // A channel whose home is the other shard: the credit and the requests cross
+        // between shards, so the requests are on their way when the link goes.
+        let name = (0..)
+            .map(|k| format!("on-their-way-{round}-{k}"))
+            .find(|n| ChannelKey::new(Pattern::Commands, n).home(2) != shard)
+            .unwrap();
+        let address = format!("commands/{name}");
+        let s = req.attach_sender(ch, &name, Some(&address), &LinkOptions::default()).unwrap();
+        req.wait_credit(s).unwrap();
+        for i in 0..10u32 {
+            let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
+            let body = Body::Data(Bytes::copy_from_slice(&i.to_be_bytes()));
+            let m = Message { properties: Some(props), body, ..Default::default() };
+            let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
+            assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+        }
+        let lr = leaving.attach_receiver(lch, "cmd", Some(&address), &presettled).unwrap();
+        leaving.pump(Duration::from_millis(200)).unwrap();
+        leaving.engine().grant_credit(lr, 100, false).unwrap();
+        if round == "detach" {
+            leaving.engine().detach(lr, None);
+        } else {
+            leaving.engine().close(None);
+        }
+        leaving.flush().unwrap();
+        let _ = leaving.pump(Duration::from_millis(300));
+        let mut next = Client::connect(b.addr(), &format!("next-{round}")).unwrap();
+        let nch = next.begin().unwrap();
+        let nr = next.attach_receiver(nch, "cmd", Some(&address), &presettled).unwrap();
+        next.engine().grant_credit(nr, 100, false).unwrap();
+        let mut got = requests_received(&mut next, nr);
+        got.sort_unstable();
+        assert_eq!(got, (0..10).collect::<Vec<_>>(), "after a responder's {round}");
+    }
+}
+
 /// RPC requests released when a responder's waiting deliveries pass the connection's
 /// bound (4 x SLUICE_EVENTS_IN_FLIGHT_BYTES = 256 KiB; 16 requests of 20 KB may wait)
 /// go to the other responder: the stuck link is detached with resource-limit-exceeded

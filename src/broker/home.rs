@@ -572,7 +572,7 @@ impl Home {
                     self.parked_any |= parked;
                 }
                 Pattern::Commands | Pattern::Queries => {
-                    self.rpcs.entry(key).or_default().subscribe(sub, &spec, now_ms, out)
+                    self.rpcs.entry(key.clone()).or_insert_with(|| RpcChan::new(key)).subscribe(sub, &spec, now_ms, out)
                 }
             },
             ShardMsg::Credit { key, sub, credit, delivery_count, bytes_out, drain } => match key.pattern {
@@ -655,7 +655,7 @@ impl Home {
                     self.stats.transfers_in_dropped += 1;
                     return;
                 }
-                let r = channel(&mut self.rpcs, &key, RpcChan::default);
+                let r = channel(&mut self.rpcs, &key, || RpcChan::new(key.clone()));
                 r.counters.count_publish(msg.payload.len() as u64, now_ms);
                 r.waiting_bytes += msg.payload.len() as u64;
                 r.waiting.push_back((msg.owned(), deadline_ms));
@@ -2300,8 +2300,9 @@ impl Competitor for Responder {
     }
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct RpcChan {
+    key: ChannelKey,
     responders: Turns<Responder>,
     waiting: VecDeque<(Msg, u64)>,
     /// Payload bytes of `waiting`.
@@ -2310,6 +2311,16 @@ struct RpcChan {
 }
 
 impl RpcChan {
+    fn new(key: ChannelKey) -> Self {
+        RpcChan {
+            key,
+            responders: Turns::default(),
+            waiting: VecDeque::new(),
+            waiting_bytes: 0,
+            counters: Counters::default(),
+        }
+    }
+
     /// Requests whose deadline passed while no responder took them (their requesters
     /// have answered them already).
     fn drop_expired(&mut self, now_ms: u64, stats: &mut HomeStats) {
@@ -2351,8 +2362,7 @@ impl RpcChan {
     }
 
     /// Requests go round-robin to responders with credit; expired ones are dropped.
-    /// A request's delivery token is its deadline: a connection that cannot send it
-    /// gives it back with it ([`ShardMsg::RpcReturned`]).
+    /// A connection that cannot send one gives it back ([`ShardMsg::RpcReturned`]).
     fn dispatch(&mut self, now_ms: u64, stats: &mut HomeStats, out: &mut Vec<ShardMsg>) {
         while let Some((msg, deadline)) = self.waiting.pop_front() {
             self.waiting_bytes = self.waiting_bytes.saturating_sub(msg.payload.len() as u64);
@@ -2378,7 +2388,13 @@ impl RpcChan {
             r.credit.take();
             r.unsettled += 1;
             let sub = r.sub;
-            out.push(ShardMsg::Deliver { sub, token: deadline, msg, receive_count: 0, settled: r.presettled });
+            out.push(ShardMsg::DeliverRequest {
+                sub,
+                key: self.key.clone(),
+                msg,
+                deadline_ms: deadline,
+                settled: r.presettled,
+            });
             self.responders.end_turn(sub);
         }
         self.responders.finish_drains(out);
@@ -2450,7 +2466,7 @@ mod tests {
     fn delivered_to(out: &[ShardMsg], link: u64) -> usize {
         out.iter()
             .map(|m| match m {
-                ShardMsg::Deliver { sub: s, .. } if s.link == link => 1,
+                ShardMsg::Deliver { sub: s, .. } | ShardMsg::DeliverRequest { sub: s, .. } if s.link == link => 1,
                 ShardMsg::DeliverBatch { sub: s, msgs } if s.link == link => msgs.len(),
                 _ => 0,
             })

@@ -369,6 +369,21 @@ pub enum ShardMsg {
         /// Sent pre-settled.
         settled: bool,
     },
+    /// An RPC request for a responder link. It names its channel: a connection that
+    /// cannot send it (the link went while it was on its way, or the connection did)
+    /// gives it back with [`ShardMsg::RpcReturned`], for another responder.
+    DeliverRequest {
+        /// The link.
+        sub: SubRef,
+        /// The commands/ or queries/ channel.
+        key: ChannelKey,
+        /// The request.
+        msg: Msg,
+        /// When it expires (steady clock, [`steady_ms`]).
+        deadline_ms: u64,
+        /// Sent pre-settled.
+        settled: bool,
+    },
     /// Pre-settled events for one consume link, in order (what one publish or publish
     /// batch gave it): one route and one link lookup for all of them.
     DeliverBatch {
@@ -446,6 +461,7 @@ impl ShardMsg {
             ShardMsg::SubscribeDone { sub, .. }
             | ShardMsg::UnsubscribeDone { sub }
             | ShardMsg::Deliver { sub, .. }
+            | ShardMsg::DeliverRequest { sub, .. }
             | ShardMsg::DeliverBatch { sub, .. }
             | ShardMsg::DrainDone { sub }
             | ShardMsg::RingReady { sub }
@@ -470,6 +486,7 @@ impl ShardMsg {
             ShardMsg::SubscribeDone { sub, .. }
             | ShardMsg::UnsubscribeDone { sub }
             | ShardMsg::Deliver { sub, .. }
+            | ShardMsg::DeliverRequest { sub, .. }
             | ShardMsg::DeliverBatch { sub, .. }
             | ShardMsg::DrainDone { sub }
             | ShardMsg::RingReady { sub }

@@ -424,6 +424,13 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     }
     // Only now: shutdown waits for this set to empty, so a lingering close finishes.
     shard.conns.borrow_mut().remove(&id);
+    // What came for it after its links went (RPC requests on their way to a
+    // responder) is given back like what comes from now on.
+    let mut left = Vec::new();
+    d.inbox.drain(&mut left);
+    for m in left {
+        shard.orphan(m);
+    }
 }
 
 /// After the half-close, read and discard what the peer still sends (at most
@@ -2274,6 +2281,16 @@ impl Driver {
             }
             ShardMsg::Deliver { sub, token, msg, receive_count, settled } => {
                 self.on_deliver(sub.link, token, msg, receive_count, settled)
+            }
+            ShardMsg::DeliverRequest { sub, key, msg, deadline_ms, settled } => {
+                if self.serials.contains_key(&sub.link) {
+                    // An RPC request's delivery token is its deadline (it goes back
+                    // with it if it cannot be sent, `on_detached`).
+                    self.on_deliver(sub.link, deadline_ms, msg, 0, settled);
+                } else {
+                    // The link went while it was on its way: another responder.
+                    self.route(ShardMsg::RpcReturned { key, requests: vec![(msg, deadline_ms)] });
+                }
             }
             ShardMsg::DeliverBatch { sub, msgs } => self.on_deliver_events(sub.link, msgs),
             ShardMsg::DrainDone { sub } => {

@@ -306,13 +306,18 @@ impl Shard {
     }
 
     /// A message for a connection that is gone: give back what must not be lost.
-    fn orphan(&self, m: ShardMsg) {
+    pub(crate) fn orphan(&self, m: ShardMsg) {
         match m {
             ShardMsg::Deliver { sub: _, token, msg: _, settled: false, .. } if token != 0 => {
                 // The link's Unsubscribe (sent when the connection ended) returns
                 // every unsettled delivery; nothing to do here.
             }
             ShardMsg::RpcResponse { .. } => metrics::add(&self.counters.rpc_late_responses, 1),
+            // The responder's connection went while the request was on its way (after
+            // its Unsubscribe): another responder.
+            ShardMsg::DeliverRequest { key, msg, deadline_ms, .. } => {
+                self.route(ShardMsg::RpcReturned { key, requests: vec![(msg, deadline_ms)] });
+            }
             _ => {}
         }
     }
