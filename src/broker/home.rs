@@ -2462,6 +2462,11 @@ mod tests {
         ShardMsg::Credit { key: key.clone(), sub: sub(link), credit, delivery_count: 0, bytes_out: 0, drain: false }
     }
 
+    /// Link `sub` lets go of channel `key` (`sent`: queue deliveries its connection wrote).
+    fn unsubscribe_msg(key: &ChannelKey, sub: SubRef, sent: Vec<u64>) -> ShardMsg {
+        ShardMsg::Unsubscribe { key: key.clone(), sub, stalled: false, resume_at: None, confirm: false, sent }
+    }
+
     /// Deliveries in `out` to link `link` (one by one, or in batches of events).
     fn delivered_to(out: &[ShardMsg], link: u64) -> usize {
         out.iter()
@@ -2638,14 +2643,7 @@ mod tests {
             let sub = consumer(1 + round, 1, &mut home, &mut out);
             let q = &home.queues[&key];
             assert_eq!((q.unacked.len(), q.ready.len()), (5_001, 0), "the new consumer took the message");
-            let bye = ShardMsg::Unsubscribe {
-                key: key.clone(),
-                sub,
-                stalled: false,
-                resume_at: None,
-                confirm: false,
-                sent: Vec::new(),
-            };
+            let bye = unsubscribe_msg(&key, sub, Vec::new());
             home.handle(bye, 1, &mut out);
             let q = &home.queues[&key];
             assert_eq!((q.unacked.len(), q.ready.len()), (5_000, 1), "its message is back, the first's are not");
@@ -2783,14 +2781,7 @@ mod tests {
             home.handle(credit_msg(&key, 999, credit), 1, &mut out);
         }
         assert!(SUB_LOOKUPS.with(|n| n.get()) <= 1_000);
-        let bye = |link| ShardMsg::Unsubscribe {
-            key: key.clone(),
-            sub: sub(link),
-            stalled: false,
-            resume_at: None,
-            confirm: false,
-            sent: Vec::new(),
-        };
+        let bye = |link| unsubscribe_msg(&key, sub(link), Vec::new());
         home.handle(bye(0), 1, &mut out);
         home.handle(bye(500), 1, &mut out);
         home.handle(credit_msg(&key, 999, 7), 1, &mut out);
@@ -2818,14 +2809,7 @@ mod tests {
             }
             home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, &mut out);
         }
-        let bye = |link| ShardMsg::Unsubscribe {
-            key: key.clone(),
-            sub: sub(link),
-            stalled: false,
-            resume_at: None,
-            confirm: false,
-            sent: Vec::new(),
-        };
+        let bye = |link| unsubscribe_msg(&key, sub(link), Vec::new());
         SUB_LOOKUPS.with(|n| n.set(0));
         // Every odd link, and every link below 500 that is in a group ("early" empties).
         let leaving: Vec<u64> = (0..1_000).filter(|l| l % 2 == 1 || (in_group(*l) && *l < 500)).collect();
@@ -2888,14 +2872,7 @@ mod tests {
         durable.hold = true;
         home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(3_000), spec: durable }, 1, &mut out);
         assert!(out.iter().all(|m| matches!(m, ShardMsg::SubscribeDone { result: Ok(_), .. })));
-        let bye = |link| ShardMsg::Unsubscribe {
-            key: key.clone(),
-            sub: sub(link),
-            stalled: false,
-            resume_at: None,
-            confirm: false,
-            sent: Vec::new(),
-        };
+        let bye = |link| unsubscribe_msg(&key, sub(link), Vec::new());
         SUB_LOOKUPS.with(|n| n.set(0));
         // Half the plain readers, from the front (each gap takes the last reader), and
         // three of the group's members.
@@ -3021,14 +2998,7 @@ mod tests {
             .collect();
         assert_eq!(tokens.len(), 3);
         out.clear();
-        let bye = ShardMsg::Unsubscribe {
-            key: key.clone(),
-            sub: sub(1),
-            stalled: false,
-            resume_at: None,
-            confirm: false,
-            sent: vec![tokens[1]],
-        };
+        let bye = unsubscribe_msg(&key, sub(1), vec![tokens[1]]);
         home.handle(bye, 2, &mut out);
         let q = &home.queues[&key];
         let ready: Vec<(&[u8], u32)> = q.ready.iter().map(|i| (&i.msg.payload[..], i.receive_count)).collect();
