@@ -688,6 +688,54 @@ fn requests_on_their_way_to_a_responder_that_goes_reach_the_next_one() {
     }
 }
 
+/// RPC requests that reach a responder after it took its credit back (a FLOW granting
+/// 10 and one granting 0 in one write; the channel's home on the other shard, so the
+/// home hands the waiting requests over before it sees the 0) go back to the channel
+/// at once: the next responder gets all 10 while the first stays attached. (Before,
+/// they waited in its connection until its link went, past their deadlines.)
+#[test]
+fn requests_a_responder_took_its_credit_back_from_go_to_the_next_one() {
+    use sluice::broker::address::ChannelKey;
+    use sluice::config::Pattern;
+    use sluice_proto::codec::Encode;
+    use sluice_proto::types::{Body, Message, Properties};
+    let b = Broker::start(&[]);
+    let mut first = Client::connect(b.addr(), "first").unwrap();
+    let fch = first.begin().unwrap();
+    let shard = b.connection_shards()["first"] as usize;
+    let name =
+        (0..).map(|k| format!("taken-back-{k}")).find(|n| ChannelKey::new(Pattern::Commands, n).home(2) != shard);
+    let address = format!("commands/{}", name.unwrap());
+    let mut req = Client::connect(b.addr(), "requester").unwrap();
+    let ch = req.begin().unwrap();
+    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
+    let s = req.attach_sender(ch, "req", Some(&address), &LinkOptions::default()).unwrap();
+    req.wait_credit(s).unwrap();
+    for i in 0..10u32 {
+        let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
+        let body = Body::Data(Bytes::copy_from_slice(&i.to_be_bytes()));
+        let m = Message { properties: Some(props), body, ..Default::default() };
+        let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
+        assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    let fr = first.attach_receiver(fch, "cmd", Some(&address), &presettled).unwrap();
+    first.pump(Duration::from_millis(200)).unwrap();
+    first.engine().grant_credit(fr, 10, false).unwrap();
+    first.engine().grant_credit(fr, 0, false).unwrap();
+    first.flush().unwrap();
+    let early = requests_received(&mut first, fr);
+    let mut next = Client::connect(b.addr(), "next").unwrap();
+    let nch = next.begin().unwrap();
+    let nr = next.attach_receiver(nch, "cmd", Some(&address), &presettled).unwrap();
+    next.engine().grant_credit(nr, 100, false).unwrap();
+    let mut got = requests_received(&mut next, nr);
+    assert!(first.engine().link_info(fr).is_some(), "the first responder is still attached");
+    got.extend(early);
+    got.sort_unstable();
+    assert_eq!(got, (0..10).collect::<Vec<_>>());
+}
+
 /// RPC requests released when a responder's waiting deliveries pass the connection's
 /// bound (4 x SLUICE_EVENTS_IN_FLIGHT_BYTES = 256 KiB; 16 requests of 20 KB may wait)
 /// go to the other responder: the stuck link is detached with resource-limit-exceeded

@@ -1077,7 +1077,8 @@ impl Consumer {
     }
 
     /// The bytes it may take now under its byte watermark (the next message fits when
-    /// it is no larger, or when nothing is outstanding, see [`Self::fits`]).
+    /// it is no larger, or when nothing is outstanding, see [`Self::fits`]; none fits,
+    /// not even an empty one, while it is past the watermark).
     fn byte_room(&self) -> u64 {
         self.max_out_bytes.saturating_sub(self.unsettled_bytes)
     }
@@ -1303,11 +1304,16 @@ impl QueueChan {
                 idle = 0;
             }
             if blocked {
-                let room = c.byte_room();
-                if let Some(old) = c.blocked.replace(room) {
+                if let Some(old) = c.blocked.take() {
                     self.byte_blocked.remove(&(old, sub));
                 }
-                self.byte_blocked.insert((room, sub));
+                // Past its watermark (one large message went when nothing else was
+                // out): nothing fits until a settlement of its own, which wakes it.
+                if c.unsettled_bytes <= c.max_out_bytes {
+                    let room = c.byte_room();
+                    c.blocked = Some(room);
+                    self.byte_blocked.insert((room, sub));
+                }
                 self.consumers.leave(sub);
                 continue;
             }
@@ -1324,12 +1330,16 @@ impl QueueChan {
 
     /// The consumer held back by its byte watermark with the most room gets its turn
     /// again when the message at the front fits it (one at a time: the front may be
-    /// the only message that small).
+    /// the only message that small; one without credit now is passed over, out of the
+    /// set until its credit wakes it).
     fn unblock(&mut self) {
         let Some(size) = self.ready.front().map(|f| f.msg.payload.len() as u64) else { return };
-        if let Some(&(room, sub)) = self.byte_blocked.last().filter(|(room, _)| *room >= size) {
+        while let Some(&(room, sub)) = self.byte_blocked.last().filter(|(room, _)| *room >= size) {
             self.byte_blocked.remove(&(room, sub));
             self.unblock_consumer(sub);
+            if self.consumers.get_mut(sub).is_some_and(|c| c.queued) {
+                break;
+            }
         }
     }
 
@@ -3011,5 +3021,74 @@ mod tests {
             })
             .collect();
         assert_eq!(dead, vec![&b"b"[..]], "only the message that was sent");
+    }
+
+    /// The consumer with the most room under its byte watermark, passed over when it
+    /// has no credit now: the next one the front message fits gets it in the same
+    /// dispatch. A (100-byte watermark, 60 out) and B (100, 70 out) are held back by
+    /// a 50-byte message with a 25-byte one behind it; A's credit goes to 0; C (no
+    /// watermark) takes the 50 and B the 25. (Before, only A was taken out of the set,
+    /// and the 25 waited for the next publish, settlement or credit.)
+    #[test]
+    fn a_blocked_consumer_without_credit_is_passed_over() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Queues, "passed-over");
+        let mut out = Vec::new();
+        let publish = |n: usize, home: &mut Home, out: &mut Vec<ShardMsg>| {
+            let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
+            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
+        };
+        let consumer = |link: u64, max_bytes: u64, credit: u32, home: &mut Home, out: &mut Vec<ShardMsg>| {
+            let mut spec = spec();
+            spec.presettled = false;
+            spec.max_outstanding_bytes = max_bytes;
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, out);
+            home.handle(credit_msg(&key, link, credit), 1, out);
+        };
+        consumer(1, 100, 10, &mut home, &mut out);
+        publish(60, &mut home, &mut out);
+        consumer(2, 100, 10, &mut home, &mut out);
+        publish(70, &mut home, &mut out);
+        publish(50, &mut home, &mut out);
+        publish(25, &mut home, &mut out);
+        assert_eq!((delivered_to(&out, 1), delivered_to(&out, 2)), (1, 1));
+        home.handle(credit_msg(&key, 1, 0), 1, &mut out);
+        out.clear();
+        consumer(3, 0, 1, &mut home, &mut out);
+        assert_eq!(delivered_to(&out, 3), 1, "C took the 50");
+        assert_eq!(delivered_to(&out, 2), 1, "B took the 25");
+        assert!(home.queues[&key].ready.is_empty());
+    }
+
+    /// A consumer past its byte watermark (one message larger than it went when nothing
+    /// else was out) takes nothing, not even an empty message, until it settles: the
+    /// dispatch ends (before, an empty message at the front woke it and held it back
+    /// again without end: the shard spun), and its settlement gives it the message.
+    #[test]
+    fn an_empty_message_does_not_spin_a_consumer_past_its_watermark() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Queues, "empty");
+        let mut out = Vec::new();
+        let mut spec = spec();
+        spec.presettled = false;
+        spec.max_outstanding_bytes = 1;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
+        home.handle(credit_msg(&key, 1, 10), 1, &mut out);
+        for n in [2, 0] {
+            let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
+            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+        }
+        assert_eq!(delivered_to(&out, 1), 1, "the 2-byte message went with nothing out");
+        assert_eq!(home.queues[&key].ready.len(), 1, "the empty one waits");
+        let token = out
+            .iter()
+            .find_map(|m| match m {
+                ShardMsg::Deliver { token, .. } => Some(*token),
+                _ => None,
+            })
+            .unwrap();
+        out.clear();
+        home.handle(ShardMsg::Settle { key: key.clone(), sub: sub(1), token, outcome: Outcome::Accepted }, 2, &mut out);
+        assert_eq!(delivered_to(&out, 1), 1, "its settlement let the empty one go");
     }
 }

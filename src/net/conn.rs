@@ -412,6 +412,16 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         }
     };
     d.teardown();
+    // What came for it after its links went (RPC requests on their way to a
+    // responder) is given back at once, and again at the end for what came meanwhile.
+    let orphans = |inbox: &Inbox| {
+        let mut left = Vec::new();
+        inbox.drain(&mut left);
+        for m in left {
+            shard.orphan(m);
+        }
+    };
+    orphans(&d.inbox);
     // Half-close (FIN after the last frame), then read what the peer still sends
     // until it closes too: closing with unread bytes would send RST.
     // (Not after a write timeout: a TLS close writes close_notify, which would wait
@@ -424,13 +434,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     }
     // Only now: shutdown waits for this set to empty, so a lingering close finishes.
     shard.conns.borrow_mut().remove(&id);
-    // What came for it after its links went (RPC requests on their way to a
-    // responder) is given back like what comes from now on.
-    let mut left = Vec::new();
-    d.inbox.drain(&mut left);
-    for m in left {
-        shard.orphan(m);
-    }
+    orphans(&d.inbox);
 }
 
 /// After the half-close, read and discard what the peer still sends (at most
@@ -1480,13 +1484,22 @@ impl Driver {
                 Sent::Out
             }
             Err(UsageError::SessionWindow) => Sent::Waits(Held { token, payload, settled }),
-            Err(_) => {
+            Err(e) => {
                 if tracked {
                     self.link_settled(link, token, Outcome::Undelivered);
                 }
                 if matches!(pattern, Pattern::Commands | Pattern::Queries) {
-                    if let Some(ctx) = self.links.get_mut(&link) {
-                        ctx.requests.push(Held { token, payload, settled });
+                    let Some(ctx) = self.links.get_mut(&link) else { return Sent::Failed };
+                    match (&ctx.kind, e) {
+                        // The link stays (the peer lowered its credit while the request
+                        // was on its way): back to the channel now.
+                        (LinkKind::Consume { key, .. }, UsageError::NoCredit) => {
+                            let key = key.clone();
+                            let msg = Msg { payload, received_ms: self.epoch_ms };
+                            self.route(ShardMsg::RpcReturned { key, requests: vec![(msg, token)] });
+                        }
+                        // The link is going: back after its Unsubscribe (`on_detached`).
+                        _ => ctx.requests.push(Held { token, payload, settled }),
                     }
                 }
                 Sent::Failed
