@@ -3066,29 +3066,47 @@ mod tests {
     /// again without end: the shard spun), and its settlement gives it the message.
     #[test]
     fn an_empty_message_does_not_spin_a_consumer_past_its_watermark() {
-        let mut home = events_home();
-        let key = ChannelKey::new(Pattern::Queues, "empty");
-        let mut out = Vec::new();
-        let mut spec = spec();
-        spec.presettled = false;
-        spec.max_outstanding_bytes = 1;
-        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
-        home.handle(credit_msg(&key, 1, 10), 1, &mut out);
-        for n in [2, 0] {
-            let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
-            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+        // On a thread of its own: were the dispatch to spin again, the test fails
+        // (after a minute) instead of hanging the run.
+        let (done, finished) = std::sync::mpsc::channel();
+        let scenario = std::thread::spawn(move || {
+            let mut home = events_home();
+            let key = ChannelKey::new(Pattern::Queues, "empty");
+            let mut out = Vec::new();
+            let mut spec = spec();
+            spec.presettled = false;
+            spec.max_outstanding_bytes = 1;
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
+            home.handle(credit_msg(&key, 1, 10), 1, &mut out);
+            for n in [2, 0] {
+                let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
+                home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+            }
+            assert_eq!(delivered_to(&out, 1), 1, "the 2-byte message went with nothing out");
+            assert_eq!(home.queues[&key].ready.len(), 1, "the empty one waits");
+            let token = out
+                .iter()
+                .find_map(|m| match m {
+                    ShardMsg::Deliver { token, .. } => Some(*token),
+                    _ => None,
+                })
+                .unwrap();
+            out.clear();
+            home.handle(
+                ShardMsg::Settle { key: key.clone(), sub: sub(1), token, outcome: Outcome::Accepted },
+                2,
+                &mut out,
+            );
+            assert_eq!(delivered_to(&out, 1), 1, "its settlement let the empty one go");
+            let _ = done.send(());
+        });
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            finished.recv_timeout(std::time::Duration::from_secs(60))
+        {
+            panic!("the dispatch did not end");
         }
-        assert_eq!(delivered_to(&out, 1), 1, "the 2-byte message went with nothing out");
-        assert_eq!(home.queues[&key].ready.len(), 1, "the empty one waits");
-        let token = out
-            .iter()
-            .find_map(|m| match m {
-                ShardMsg::Deliver { token, .. } => Some(*token),
-                _ => None,
-            })
-            .unwrap();
-        out.clear();
-        home.handle(ShardMsg::Settle { key: key.clone(), sub: sub(1), token, outcome: Outcome::Accepted }, 2, &mut out);
-        assert_eq!(delivered_to(&out, 1), 1, "its settlement let the empty one go");
+        if let Err(e) = scenario.join() {
+            std::panic::resume_unwind(e);
+        }
     }
 }
