@@ -554,8 +554,6 @@ struct Responders {
 }
 
 fn responders_and_requests(b: &Broker, address: &str, n: u32, size: usize) -> Responders {
-    use sluice_proto::codec::Encode;
-    use sluice_proto::types::{Body, Message, Properties};
     let presettled = LinkOptions { presettled: true, ..Default::default() };
     let mut cfg = sluice_proto::engine::Config::client("stuck-responder");
     cfg.session_window = 0;
@@ -564,25 +562,52 @@ fn responders_and_requests(b: &Broker, address: &str, n: u32, size: usize) -> Re
     let stuck_link = stuck.attach_receiver(sch, "cmd", Some(address), &presettled).unwrap();
     stuck.engine().grant_credit(stuck_link, 100_000, false).unwrap();
     stuck.pump(Duration::from_millis(200)).unwrap();
-    let mut good = Client::connect(b.addr(), "good-responder").unwrap();
-    let gch = good.begin().unwrap();
-    let good_link = good.attach_receiver(gch, "cmd", Some(address), &presettled).unwrap();
-    good.engine().grant_credit(good_link, 1000, false).unwrap();
+    let (mut good, good_link) = responder(b, "good-responder", address, 1000);
     good.pump(Duration::from_millis(200)).unwrap();
     let mut req = Client::connect(b.addr(), "requester").unwrap();
     let ch = req.begin().unwrap();
     let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
     let s = req.attach_sender(ch, "req", Some(address), &LinkOptions::default()).unwrap();
     req.wait_credit(s).unwrap();
+    send_requests(&mut req, s, &reply_to, n, size);
+    Responders { stuck, stuck_link, good, good_link, _requester: req }
+}
+
+/// Send `n` RPC requests on `s`, each `size` bytes whose first four are its index
+/// (big-endian), replies to `reply_to`; each is accepted.
+fn send_requests(req: &mut Client, s: sluice_proto::engine::LinkId, reply_to: &str, n: u32, size: usize) {
+    use sluice_proto::codec::Encode;
+    use sluice_proto::types::{Body, Message, Properties};
     for i in 0..n {
-        let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
+        let props = Properties { reply_to: Some(reply_to.to_owned()), ..Default::default() };
         let mut body = vec![0u8; size.max(4)];
         body[..4].copy_from_slice(&i.to_be_bytes());
         let m = Message { properties: Some(props), body: Body::Data(Bytes::from(body)), ..Default::default() };
         let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
         assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
     }
-    Responders { stuck, stuck_link, good, good_link, _requester: req }
+}
+
+/// A responder on `address` (container `container`) receiving pre-settled, granted
+/// `credit`.
+fn responder(b: &Broker, container: &str, address: &str, credit: u32) -> (Client, sluice_proto::engine::LinkId) {
+    let mut c = Client::connect(b.addr(), container).unwrap();
+    let ch = c.begin().unwrap();
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    let r = c.attach_receiver(ch, "cmd", Some(address), &presettled).unwrap();
+    c.engine().grant_credit(r, credit, false).unwrap();
+    (c, r)
+}
+
+/// A commands channel, named from `prefix`, whose home is not shard `shard` (of 2).
+fn commands_homed_off(shard: usize, prefix: &str) -> String {
+    use sluice::broker::address::ChannelKey;
+    use sluice::config::Pattern;
+    let name = (0..)
+        .map(|k| format!("{prefix}-{k}"))
+        .find(|n| ChannelKey::new(Pattern::Commands, n).home(2) != shard)
+        .unwrap();
+    format!("commands/{name}")
 }
 
 /// The indexes of the requests `c` receives on `link` until none comes for 500 ms.
@@ -638,10 +663,6 @@ fn requests_that_waited_for_a_shut_window_go_to_another_responder_when_the_link_
 /// next responder got none, and their requesters a timeout at their deadline.)
 #[test]
 fn requests_on_their_way_to_a_responder_that_goes_reach_the_next_one() {
-    use sluice::broker::address::ChannelKey;
-    use sluice::config::Pattern;
-    use sluice_proto::codec::Encode;
-    use sluice_proto::types::{Body, Message, Properties};
     let b = Broker::start(&[]);
     let mut req = Client::connect(b.addr(), "requester").unwrap();
     let ch = req.begin().unwrap();
@@ -654,20 +675,10 @@ fn requests_on_their_way_to_a_responder_that_goes_reach_the_next_one() {
         let shard = b.connection_shards()[&container] as usize;
         // A channel whose home is the other shard: the credit and the requests cross
         // between shards, so the requests are on their way when the link goes.
-        let name = (0..)
-            .map(|k| format!("on-their-way-{round}-{k}"))
-            .find(|n| ChannelKey::new(Pattern::Commands, n).home(2) != shard)
-            .unwrap();
-        let address = format!("commands/{name}");
-        let s = req.attach_sender(ch, &name, Some(&address), &LinkOptions::default()).unwrap();
+        let address = commands_homed_off(shard, &format!("on-their-way-{round}"));
+        let s = req.attach_sender(ch, &address, Some(&address), &LinkOptions::default()).unwrap();
         req.wait_credit(s).unwrap();
-        for i in 0..10u32 {
-            let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
-            let body = Body::Data(Bytes::copy_from_slice(&i.to_be_bytes()));
-            let m = Message { properties: Some(props), body, ..Default::default() };
-            let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
-            assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
-        }
+        send_requests(&mut req, s, &reply_to, 10, 4);
         let lr = leaving.attach_receiver(lch, "cmd", Some(&address), &presettled).unwrap();
         leaving.pump(Duration::from_millis(200)).unwrap();
         leaving.engine().grant_credit(lr, 100, false).unwrap();
@@ -678,10 +689,7 @@ fn requests_on_their_way_to_a_responder_that_goes_reach_the_next_one() {
         }
         leaving.flush().unwrap();
         let _ = leaving.pump(Duration::from_millis(300));
-        let mut next = Client::connect(b.addr(), &format!("next-{round}")).unwrap();
-        let nch = next.begin().unwrap();
-        let nr = next.attach_receiver(nch, "cmd", Some(&address), &presettled).unwrap();
-        next.engine().grant_credit(nr, 100, false).unwrap();
+        let (mut next, nr) = responder(&b, &format!("next-{round}"), &address, 100);
         let mut got = requests_received(&mut next, nr);
         got.sort_unstable();
         assert_eq!(got, (0..10).collect::<Vec<_>>(), "after a responder's {round}");
@@ -695,29 +703,17 @@ fn requests_on_their_way_to_a_responder_that_goes_reach_the_next_one() {
 /// they waited in its connection until its link went, past their deadlines.)
 #[test]
 fn requests_a_responder_took_its_credit_back_from_go_to_the_next_one() {
-    use sluice::broker::address::ChannelKey;
-    use sluice::config::Pattern;
-    use sluice_proto::codec::Encode;
-    use sluice_proto::types::{Body, Message, Properties};
     let b = Broker::start(&[]);
     let mut first = Client::connect(b.addr(), "first").unwrap();
     let fch = first.begin().unwrap();
     let shard = b.connection_shards()["first"] as usize;
-    let name =
-        (0..).map(|k| format!("taken-back-{k}")).find(|n| ChannelKey::new(Pattern::Commands, n).home(2) != shard);
-    let address = format!("commands/{}", name.unwrap());
+    let address = commands_homed_off(shard, "taken-back");
     let mut req = Client::connect(b.addr(), "requester").unwrap();
     let ch = req.begin().unwrap();
     let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
     let s = req.attach_sender(ch, "req", Some(&address), &LinkOptions::default()).unwrap();
     req.wait_credit(s).unwrap();
-    for i in 0..10u32 {
-        let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
-        let body = Body::Data(Bytes::copy_from_slice(&i.to_be_bytes()));
-        let m = Message { properties: Some(props), body, ..Default::default() };
-        let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
-        assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
-    }
+    send_requests(&mut req, s, &reply_to, 10, 4);
     let presettled = LinkOptions { presettled: true, ..Default::default() };
     let fr = first.attach_receiver(fch, "cmd", Some(&address), &presettled).unwrap();
     first.pump(Duration::from_millis(200)).unwrap();
@@ -725,10 +721,7 @@ fn requests_a_responder_took_its_credit_back_from_go_to_the_next_one() {
     first.engine().grant_credit(fr, 0, false).unwrap();
     first.flush().unwrap();
     let early = requests_received(&mut first, fr);
-    let mut next = Client::connect(b.addr(), "next").unwrap();
-    let nch = next.begin().unwrap();
-    let nr = next.attach_receiver(nch, "cmd", Some(&address), &presettled).unwrap();
-    next.engine().grant_credit(nr, 100, false).unwrap();
+    let (mut next, nr) = responder(&b, "next", &address, 100);
     let mut got = requests_received(&mut next, nr);
     assert!(first.engine().link_info(fr).is_some(), "the first responder is still attached");
     got.extend(early);
