@@ -2472,6 +2472,11 @@ mod tests {
         ShardMsg::Credit { key: key.clone(), sub: sub(link), credit, delivery_count: 0, bytes_out: 0, drain: false }
     }
 
+    /// A pre-settled publish of `payload` to channel `key` (arrived at 1 ms).
+    fn publish_msg(key: &ChannelKey, payload: impl Into<bytes::Bytes>) -> ShardMsg {
+        ShardMsg::Publish { key: key.clone(), msg: Msg { payload: payload.into(), received_ms: 1 }, ack: None }
+    }
+
     /// Link `sub` lets go of channel `key` (`sent`: queue deliveries its connection wrote).
     fn unsubscribe_msg(key: &ChannelKey, sub: SubRef, sent: Vec<u64>) -> ShardMsg {
         ShardMsg::Unsubscribe { key: key.clone(), sub, stalled: false, resume_at: None, confirm: false, sent }
@@ -2600,8 +2605,7 @@ mod tests {
         let mut home = Home::new(0, Retention::default(), qj.clone(), ej);
         let key = ChannelKey::new(Pattern::Queues, "compacted");
         let mut out = Vec::new();
-        let msg = Msg { payload: bytes::Bytes::from_static(b"accepted"), received_ms: 1 };
-        home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+        home.handle(publish_msg(&key, &b"accepted"[..]), 1, &mut out);
         assert!(qj.borrow_mut().simulate_commit(true).is_empty());
         qj.borrow_mut().simulate_roll();
         qj.borrow_mut().simulate_roll();
@@ -2640,8 +2644,7 @@ mod tests {
         };
         let publish = |n: usize, home: &mut Home, out: &mut Vec<ShardMsg>| {
             for _ in 0..n {
-                let msg = Msg { payload: bytes::Bytes::from_static(b"m"), received_ms: 1 };
-                home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
+                home.handle(publish_msg(&key, &b"m"[..]), 1, out);
             }
         };
         consumer(0, 5_000, &mut home, &mut out);
@@ -2683,8 +2686,7 @@ mod tests {
         out.clear();
         TURNS.with(|n| n.set(0));
         for _ in 0..1_000 {
-            let msg = Msg { payload: bytes::Bytes::from_static(b"m"), received_ms: 1 };
-            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+            home.handle(publish_msg(&key, &b"m"[..]), 1, &mut out);
         }
         let turns = TURNS.with(|n| n.get());
         assert!(turns <= 2_000, "{turns} consumer visits for 1,000 publishes");
@@ -2693,8 +2695,7 @@ mod tests {
         home.handle(credit(7, 10), 1, &mut out);
         out.clear();
         for _ in 0..20 {
-            let msg = Msg { payload: bytes::Bytes::from_static(b"m"), received_ms: 1 };
-            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+            home.handle(publish_msg(&key, &b"m"[..]), 1, &mut out);
         }
         assert_eq!((delivered_to(&out, 7), delivered_to(&out, 500)), (10, 10), "turn by turn");
     }
@@ -2710,8 +2711,7 @@ mod tests {
         let mut out = Vec::new();
         let credit = |link: u64, credit: u32| credit_msg(&key, link, credit);
         let publish = |n: usize, home: &mut Home, out: &mut Vec<ShardMsg>| {
-            let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
-            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
+            home.handle(publish_msg(&key, vec![0u8; n]), 1, out);
         };
         let mut a = spec();
         a.presettled = false;
@@ -2841,8 +2841,7 @@ mod tests {
             home.handle(credit_msg(&key, *link, 1), 1, &mut out);
         }
         out.clear();
-        let msg = Msg { payload: bytes::Bytes::from_static(b"e"), received_ms: 1 };
-        home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 2, &mut out);
+        home.handle(publish_msg(&key, &b"e"[..]), 2, &mut out);
         home.tick(3, &mut out);
         for link in &remaining {
             if !in_group(*link) {
@@ -2902,8 +2901,7 @@ mod tests {
         assert!(leaving.iter().all(|l| s.reader_of(sub(*l)).is_none()));
         // The first event fills every ring (one each), the second finds them full.
         for n in 0..2 {
-            let msg = Msg { payload: bytes::Bytes::from(vec![b'a' + n; 1]), received_ms: 1 };
-            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 2, &mut out);
+            home.handle(publish_msg(&key, vec![b'a' + n; 1]), 2, &mut out);
         }
         let s = &home.stores[&key];
         let ring_of = |s: &StoreChan, link: u64| {
@@ -2946,8 +2944,7 @@ mod tests {
             home.handle(credit_msg(&key, link, 10), 1, &mut out);
         }
         let publish = |home: &mut Home, out: &mut Vec<ShardMsg>| {
-            let msg = Msg { payload: bytes::Bytes::from(vec![0u8; 100]), received_ms: 1 };
-            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
+            home.handle(publish_msg(&key, vec![0u8; 100]), 1, out);
         };
         out.clear();
         for _ in 0..1_000 {
@@ -2991,8 +2988,7 @@ mod tests {
         let key = ChannelKey::new(Pattern::Queues, "counted");
         let mut out = Vec::new();
         for body in [b"a", b"b", b"c", b"d"] {
-            let msg = Msg { payload: bytes::Bytes::from_static(body), received_ms: 1 };
-            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+            home.handle(publish_msg(&key, &body[..]), 1, &mut out);
         }
         let mut spec = spec();
         spec.presettled = false;
@@ -3035,8 +3031,7 @@ mod tests {
         let key = ChannelKey::new(Pattern::Queues, "passed-over");
         let mut out = Vec::new();
         let publish = |n: usize, home: &mut Home, out: &mut Vec<ShardMsg>| {
-            let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
-            home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, out);
+            home.handle(publish_msg(&key, vec![0u8; n]), 1, out);
         };
         let consumer = |link: u64, max_bytes: u64, credit: u32, home: &mut Home, out: &mut Vec<ShardMsg>| {
             let mut spec = spec();
@@ -3079,8 +3074,7 @@ mod tests {
             home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
             home.handle(credit_msg(&key, 1, 10), 1, &mut out);
             for n in [2, 0] {
-                let msg = Msg { payload: bytes::Bytes::from(vec![0u8; n]), received_ms: 1 };
-                home.handle(ShardMsg::Publish { key: key.clone(), msg, ack: None }, 1, &mut out);
+                home.handle(publish_msg(&key, vec![0u8; n]), 1, &mut out);
             }
             assert_eq!(delivered_to(&out, 1), 1, "the 2-byte message went with nothing out");
             assert_eq!(home.queues[&key].ready.len(), 1, "the empty one waits");
