@@ -1303,10 +1303,10 @@ impl QueueChan {
             if gave {
                 idle = 0;
             }
+            if let Some(old) = c.blocked.take() {
+                self.byte_blocked.remove(&(old, sub));
+            }
             if blocked {
-                if let Some(old) = c.blocked.take() {
-                    self.byte_blocked.remove(&(old, sub));
-                }
                 // Past its watermark (one large message went when nothing else was
                 // out): nothing fits until a settlement of its own, which wakes it.
                 if c.unsettled_bytes <= c.max_out_bytes {
@@ -1316,9 +1316,6 @@ impl QueueChan {
                 }
                 self.consumers.leave(sub);
                 continue;
-            }
-            if let Some(old) = c.blocked.take() {
-                self.byte_blocked.remove(&(old, sub));
             }
             if self.consumers.end_turn(sub) && !gave {
                 // A whole round of turns that gives nothing ends the dispatch.
@@ -1343,12 +1340,17 @@ impl QueueChan {
         }
     }
 
-    /// Consumer `sub` is no longer held back by its byte watermark (its room moved,
-    /// or it is going): out of `byte_blocked`, and back in the turns when it may take.
-    fn unblock_consumer(&mut self, sub: SubRef) {
+    /// Consumer `sub` is out of `byte_blocked` (its room moved, or it is going).
+    fn forget_blocked(&mut self, sub: SubRef) {
         if let Some(room) = self.consumers.get_mut(sub).and_then(|c| c.blocked.take()) {
             self.byte_blocked.remove(&(room, sub));
         }
+    }
+
+    /// Consumer `sub` is no longer held back by its byte watermark: back in the turns
+    /// when it may take.
+    fn unblock_consumer(&mut self, sub: SubRef) {
+        self.forget_blocked(sub);
         self.consumers.wake(sub);
     }
 
@@ -1466,9 +1468,7 @@ impl QueueChan {
         for item in unsent.into_iter().rev() {
             self.ready.push_front(item);
         }
-        if let Some(room) = self.consumers.get_mut(sub).and_then(|c| c.blocked.take()) {
-            self.byte_blocked.remove(&(room, sub));
-        }
+        self.forget_blocked(sub);
         self.consumers.remove(sub);
     }
 }

@@ -327,8 +327,9 @@ pub enum ShardMsg {
     },
 
     /// RPC requests given to a responder whose connection never sent them (they waited
-    /// for its session window when its link went): they go to the front of the
-    /// channel's waiting requests, for another responder.
+    /// for its session window, or came after its link, its connection or its credit
+    /// went): they go to the front of the channel's waiting requests, for another
+    /// responder.
     RpcReturned {
         /// commands/ or queries/ channel.
         key: ChannelKey,
@@ -440,6 +441,11 @@ pub enum ShardMsg {
 }
 
 impl ShardMsg {
+    /// One RPC request, expiring at `deadline_ms`, back to channel `key`.
+    pub fn request_returned(key: ChannelKey, msg: Msg, deadline_ms: u64) -> ShardMsg {
+        ShardMsg::RpcReturned { key, requests: vec![(msg, deadline_ms)] }
+    }
+
     /// The shard this message must be handled on.
     pub fn destination(&self, shards: usize) -> usize {
         match self {

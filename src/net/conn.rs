@@ -1496,7 +1496,7 @@ impl Driver {
                         (LinkKind::Consume { key, .. }, UsageError::NoCredit) => {
                             let key = key.clone();
                             let msg = Msg { payload, received_ms: self.epoch_ms };
-                            self.route(ShardMsg::RpcReturned { key, requests: vec![(msg, token)] });
+                            self.route(ShardMsg::request_returned(key, msg, token));
                         }
                         // The link is going: back after its Unsubscribe (`on_detached`).
                         _ => ctx.requests.push(Held { token, payload, settled }),
@@ -2302,7 +2302,7 @@ impl Driver {
                     self.on_deliver(sub.link, deadline_ms, msg, 0, settled);
                 } else {
                     // The link went while it was on its way: another responder.
-                    self.route(ShardMsg::RpcReturned { key, requests: vec![(msg, deadline_ms)] });
+                    self.route(ShardMsg::request_returned(key, msg, deadline_ms));
                 }
             }
             ShardMsg::DeliverBatch { sub, msgs } => self.on_deliver_events(sub.link, msgs),

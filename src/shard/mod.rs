@@ -316,7 +316,7 @@ impl Shard {
             // The responder's connection went while the request was on its way (after
             // its Unsubscribe): another responder.
             ShardMsg::DeliverRequest { key, msg, deadline_ms, .. } => {
-                self.route(ShardMsg::RpcReturned { key, requests: vec![(msg, deadline_ms)] });
+                self.route(ShardMsg::request_returned(key, msg, deadline_ms));
             }
             _ => {}
         }
