@@ -1875,3 +1875,100 @@ fn a_consumer_that_detaches_with_deliveries_on_their_way_dead_letters_none_of_th
     rest.sort_unstable();
     assert_eq!(rest, (0..N).collect::<Vec<_>>(), "every message once");
 }
+
+/// The indexes (`publish_indexed`) of what `c` receives on `r` until nothing comes for
+/// `quiet`, each accepted.
+fn indexes_received(c: &mut Client, r: LinkId, quiet: Duration) -> Vec<u32> {
+    let mut got = Vec::new();
+    while let Ok(d) = c.receive(r, quiet) {
+        got.push(u32::from_be_bytes(body(&d)[..4].try_into().unwrap()));
+        if !d.settled {
+            c.settle(r, d.delivery_id, DeliveryState::Accepted);
+        }
+    }
+    got
+}
+
+/// A queue consumer asks for a drain and takes it back in the same write (FLOW
+/// drain=true credit 0, then FLOW credit 50): the broker spends the 50 credits on the
+/// ten messages waiting, and its shard goes on serving others. Before, the home
+/// finished the drain it was asked for and then took the 50 credits, while the
+/// connection, told the drain was done, completed it in its engine with the new
+/// credit (delivery-count + 50, credit 0): each delivery met no credit there, went
+/// back to the queue and was dispatched again, a loop that never left the shard.
+#[test]
+fn a_drain_taken_back_by_the_next_flow_leaves_a_queue_consumer_its_credit() {
+    let b = Broker::start(&[]);
+    let (mut p, s) = presettled_publisher(&b, "queues/undrained");
+    p.wait_credit(s).unwrap();
+    publish_indexed(&mut p, s, 0, 10);
+    p.flush().unwrap();
+    let stored = "sluice_channel_undelivered_messages{pattern=\"queues\",channel=\"undrained\"}";
+    assert_eq!(metric_when(&b, &mut p, stored, |v| v == Some(10.0)), Some(10.0));
+    let mut c = Client::connect(b.addr(), "undrain").unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "r", Some("queues/undrained"), &LinkOptions::default()).unwrap();
+    c.pump(Duration::from_millis(100)).unwrap();
+    common::drain_taken_back(&mut c, r, 50);
+    assert_eq!(indexes_received(&mut c, r, Duration::from_secs(2)), (0..10).collect::<Vec<_>>());
+    // The broker serves the next one.
+    let (mut q, qs) = presettled_publisher(&b, "queues/after-undrain");
+    q.wait_credit(qs).unwrap();
+    publish_indexed(&mut q, qs, 0, 3);
+    q.flush().unwrap();
+    let r2 = c.attach_receiver(ch, "r2", Some("queues/after-undrain"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r2, 10, false).unwrap();
+    assert_eq!(indexes_received(&mut c, r2, Duration::from_secs(2)), vec![0, 1, 2]);
+}
+
+/// A queue consumer grants credit and takes it back in the same write (FLOW credit
+/// 10, then FLOW credit 0): the deliveries the first FLOW set off meet no credit at
+/// its connection and go back to the queue. When it grants 10 again, it gets the ten
+/// messages. Before, the home went on counting those deliveries as on their way for
+/// good (its count of what it sent against the link's delivery-count), so the
+/// consumer's new credit was used up by deliveries that never happened: nothing came.
+#[test]
+fn credit_taken_back_while_deliveries_are_on_their_way_is_not_lost_for_good() {
+    let b = Broker::start(&[]);
+    let (mut p, s) = presettled_publisher(&b, "queues/retracted");
+    p.wait_credit(s).unwrap();
+    publish_indexed(&mut p, s, 0, 10);
+    p.flush().unwrap();
+    let stored = "sluice_channel_undelivered_messages{pattern=\"queues\",channel=\"retracted\"}";
+    assert_eq!(metric_when(&b, &mut p, stored, |v| v == Some(10.0)), Some(10.0));
+    let mut c = Client::connect(b.addr(), "retract").unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "r", Some("queues/retracted"), &LinkOptions::default()).unwrap();
+    c.pump(Duration::from_millis(100)).unwrap();
+    c.engine().grant_credit(r, 10, false).unwrap();
+    c.engine().grant_credit(r, 0, false).unwrap();
+    c.flush().unwrap();
+    // Whatever got through before the second FLOW was read, then the rest.
+    let mut got = indexes_received(&mut c, r, Duration::from_millis(500));
+    c.engine().grant_credit(r, 10, false).unwrap();
+    got.extend(indexes_received(&mut c, r, Duration::from_secs(2)));
+    got.sort_unstable();
+    assert_eq!(got, (0..10).collect::<Vec<_>>());
+}
+
+/// An events subscriber asks for a drain and takes it back in the same write: the
+/// events published after are delivered on the new credit. Before, the connection
+/// completed the drain with the new credit, so its engine had none while the home
+/// went on sending: every event was dropped at the connection, unseen and uncounted
+/// (and the home's count of events on their way went below zero, which let it pass
+/// its byte window to a subscriber that stopped reading).
+#[test]
+fn a_drain_taken_back_by_the_next_flow_leaves_an_events_subscriber_its_credit() {
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "undrain-events").unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "r", Some("events/undrained"), &LinkOptions::default()).unwrap();
+    c.pump(Duration::from_millis(100)).unwrap();
+    common::drain_taken_back(&mut c, r, 100);
+    c.pump(Duration::from_millis(300)).unwrap();
+    let (mut p, s) = presettled_publisher(&b, "events/undrained");
+    p.wait_credit(s).unwrap();
+    publish_indexed(&mut p, s, 0, 10);
+    p.flush().unwrap();
+    assert_eq!(indexes_received(&mut c, r, Duration::from_secs(2)), (0..10).collect::<Vec<_>>());
+}

@@ -757,3 +757,24 @@ fn requests_released_at_the_bound_on_waiting_deliveries_go_to_another_responder(
     got.sort_unstable();
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
+
+/// A responder that asks for a drain and takes it back in the same write (FLOW
+/// drain=true credit 0, then FLOW credit 10) gets the requests on its new credit.
+/// Before, its connection completed the drain with the new credit (engine credit 0)
+/// while the home counted 10: each request met no credit at the connection, went back
+/// to the channel and to the same responder again, round and round.
+#[test]
+fn a_drain_taken_back_by_the_next_flow_leaves_a_responder_its_credit() {
+    let b = Broker::start(&[]);
+    let (mut r, link) = responder(&b, "undrain-responder", "commands/undrained", 0);
+    r.pump(Duration::from_millis(100)).unwrap();
+    common::drain_taken_back(&mut r, link, 10);
+    r.pump(Duration::from_millis(300)).unwrap();
+    let mut req = Client::connect(b.addr(), "requester").unwrap();
+    let ch = req.begin().unwrap();
+    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
+    let s = req.attach_sender(ch, "req", Some("commands/undrained"), &LinkOptions::default()).unwrap();
+    req.wait_credit(s).unwrap();
+    send_requests(&mut req, s, &reply_to, 5, 4);
+    assert_eq!(requests_received(&mut r, link), vec![0, 1, 2, 3, 4]);
+}

@@ -222,20 +222,34 @@ pub struct Home {
     pub events_dir: Option<(u16, Arc<EventsDirectory>)>,
 }
 
+/// A credit update as the connection sent it ([`ShardMsg::Credit`]).
+#[derive(Debug, Clone, Copy)]
+struct Grant {
+    credit: u32,
+    reached: u32,
+    drain: bool,
+    seq: u32,
+}
+
 /// Credit as the home sees it: the connection's credit minus deliveries on their way.
 #[derive(Debug, Default, Clone, Copy)]
 struct Credit {
     credit: u32,
-    /// Deliveries dispatched (wrapping), comparable with the link's delivery-count.
+    /// Deliveries dispatched (wrapping), comparable with the connection's `reached`.
     sent: u32,
     drain: bool,
+    /// The update that set `drain` (see [`ShardMsg::DrainDone`]).
+    seq: u32,
 }
 
 impl Credit {
-    fn update(&mut self, credit: u32, delivery_count: u32, drain: bool) {
-        let in_flight = (self.sent.wrapping_sub(delivery_count) as i32).max(0) as u32;
-        self.credit = credit.saturating_sub(in_flight);
-        self.drain = drain;
+    /// `g.credit` at the connection, which has dealt with `g.reached` of the
+    /// deliveries sent: the others are on their way and will spend some of it.
+    fn update(&mut self, g: Grant) {
+        let in_flight = (self.sent.wrapping_sub(g.reached) as i32).max(0) as u32;
+        self.credit = g.credit.saturating_sub(in_flight);
+        self.drain = g.drain;
+        self.seq = g.seq;
     }
 
     fn take(&mut self) {
@@ -243,13 +257,14 @@ impl Credit {
         self.sent = self.sent.wrapping_add(1);
     }
 
-    /// Complete a drain: the link's delivery-count will advance by what is left.
+    /// Complete a drain: no more deliveries until new credit. The connection advances
+    /// the link's delivery-count by what its engine has left, if this drain is still
+    /// the one asked for; `sent` counts only deliveries, so nothing here depends on it.
     fn finish_drain(&mut self, sub: SubRef, out: &mut Vec<ShardMsg>) {
         if self.drain {
-            self.sent = self.sent.wrapping_add(self.credit);
             self.credit = 0;
             self.drain = false;
-            out.push(ShardMsg::DrainDone { sub });
+            out.push(ShardMsg::DrainDone { sub, seq: self.seq });
         }
     }
 }
@@ -575,20 +590,20 @@ impl Home {
                     self.rpcs.entry(key.clone()).or_insert_with(|| RpcChan::new(key)).subscribe(sub, &spec, now_ms, out)
                 }
             },
-            ShardMsg::Credit { key, sub, credit, delivery_count, bytes_out, drain } => match key.pattern {
+            ShardMsg::Credit { key, sub, credit, reached, bytes_out, drain, seq } => match key.pattern {
                 Pattern::Queues => {
                     if let Some(q) = self.queues.get_mut(&key) {
-                        q.credit(sub, credit, delivery_count, drain, now_ms, out);
+                        q.credit(sub, Grant { credit, reached, drain, seq }, now_ms, out);
                     }
                 }
                 Pattern::Events => {
                     if let Some(e) = self.events.get_mut(&key) {
                         if let Some(s) = e.sub_mut(sub) {
-                            s.credit.update(credit, delivery_count, drain);
-                            s.acked = delivery_count;
+                            s.credit.update(Grant { credit, reached, drain, seq });
+                            s.acked = reached;
                             s.acked_bytes = bytes_out;
-                            // Batches whose last event is written are gone.
-                            while s.batch_ends.front().is_some_and(|e| (delivery_count.wrapping_sub(*e) as i32) >= 0) {
+                            // Batches whose last event the connection has dealt with are gone.
+                            while s.batch_ends.front().is_some_and(|e| (reached.wrapping_sub(*e) as i32) >= 0) {
                                 s.batch_ends.pop_front();
                             }
                             // Held events go first; then a drain completes at once.
@@ -602,7 +617,7 @@ impl Home {
                 }
                 Pattern::Commands | Pattern::Queries => {
                     if let Some(r) = self.rpcs.get_mut(&key) {
-                        r.responders.credit(sub, credit, delivery_count, drain);
+                        r.responders.credit(sub, Grant { credit, reached, drain, seq });
                         r.dispatch(now_ms, &mut self.stats, out);
                     }
                 }
@@ -984,10 +999,10 @@ impl<T: Competitor> Turns<T> {
     }
 
     /// New credit from member `sub`.
-    fn credit(&mut self, sub: SubRef, credit: u32, delivery_count: u32, drain: bool) {
+    fn credit(&mut self, sub: SubRef, g: Grant) {
         let Some(m) = self.get_mut(sub) else { return };
-        m.credit_mut().update(credit, delivery_count, drain);
-        if drain {
+        m.credit_mut().update(g);
+        if g.drain {
             self.drains.push(sub);
         }
         self.wake(sub);
@@ -1227,16 +1242,8 @@ impl QueueChan {
     }
 
     /// New credit from consumer `sub`.
-    fn credit(
-        &mut self,
-        sub: SubRef,
-        credit: u32,
-        delivery_count: u32,
-        drain: bool,
-        now_ms: u64,
-        out: &mut Vec<ShardMsg>,
-    ) {
-        self.consumers.credit(sub, credit, delivery_count, drain);
+    fn credit(&mut self, sub: SubRef, g: Grant, now_ms: u64, out: &mut Vec<ShardMsg>) {
+        self.consumers.credit(sub, g);
         self.dispatch(now_ms, out);
     }
 
@@ -2469,7 +2476,7 @@ mod tests {
 
     /// `credit` from link `link` of channel `key` (nothing delivered yet).
     fn credit_msg(key: &ChannelKey, link: u64, credit: u32) -> ShardMsg {
-        ShardMsg::Credit { key: key.clone(), sub: sub(link), credit, delivery_count: 0, bytes_out: 0, drain: false }
+        ShardMsg::Credit { key: key.clone(), sub: sub(link), credit, reached: 0, bytes_out: 0, drain: false, seq: 0 }
     }
 
     /// A pre-settled publish of `payload` to channel `key` (arrived at 1 ms).
@@ -2638,7 +2645,7 @@ mod tests {
             let sub = SubRef { shard: 0, conn: 1, link };
             home.handle(ShardMsg::Subscribe { key: key.clone(), sub, spec }, 1, out);
             let credit =
-                ShardMsg::Credit { key: key.clone(), sub, credit, delivery_count: 0, bytes_out: 0, drain: false };
+                ShardMsg::Credit { key: key.clone(), sub, credit, reached: 0, bytes_out: 0, drain: false, seq: 0 };
             home.handle(credit, 1, out);
             sub
         };

@@ -204,9 +204,12 @@ pub enum ShardMsg {
         /// Its options.
         spec: Box<SubSpec>,
     },
-    /// New credit from the consumer. `delivery_count` is the link's delivery-count
-    /// at the connection when the FLOW arrived, so the home can subtract deliveries
-    /// still in flight towards the connection.
+    /// New credit from the consumer. `reached` counts the link's deliveries from the
+    /// home that its connection has dealt with (written, dropped or given back; not
+    /// those still waiting there for a session window), so the home knows exactly which
+    /// of what it sent are still on their way: its credit is `credit` less those.
+    /// Counting against the link's delivery-count instead went wrong for good whenever
+    /// a delivery was not written (it met no credit) or a drain advanced it.
     Credit {
         /// Channel.
         key: ChannelKey,
@@ -214,14 +217,17 @@ pub enum ShardMsg {
         sub: SubRef,
         /// Effective credit at the connection.
         credit: u32,
-        /// delivery-count at the connection.
-        delivery_count: u32,
+        /// Deliveries from the home the connection has dealt with (wrapping).
+        reached: u32,
         /// Payload bytes the connection has sent on this link so far (events: the
-        /// home keeps at most a bounded window beyond this and `delivery_count` on
-        /// its way to the connection).
+        /// home keeps at most a bounded window beyond this and `reached` on its way
+        /// to the connection).
         bytes_out: u64,
         /// Drain requested.
         drain: bool,
+        /// This update's number on its link (wrapping): a [`ShardMsg::DrainDone`]
+        /// names the update whose drain it completes.
+        seq: u32,
     },
     /// The consumer settled a delivery.
     Settle {
@@ -394,9 +400,13 @@ pub enum ShardMsg {
         msgs: Vec<Msg>,
     },
     /// The drain is complete: the home delivered what it had and zeroed its credit.
+    /// The connection completes it only if no credit update followed the one that
+    /// asked for it (the peer's next FLOW takes a drain back, or asks again).
     DrainDone {
         /// The link.
         sub: SubRef,
+        /// The [`ShardMsg::Credit`] update that asked for the drain.
+        seq: u32,
     },
     /// Events were put into an empty ring.
     RingReady {
@@ -469,7 +479,7 @@ impl ShardMsg {
             | ShardMsg::Deliver { sub, .. }
             | ShardMsg::DeliverRequest { sub, .. }
             | ShardMsg::DeliverBatch { sub, .. }
-            | ShardMsg::DrainDone { sub }
+            | ShardMsg::DrainDone { sub, .. }
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => sub.shard as usize,
             ShardMsg::RpcResponse { shard, .. } | ShardMsg::Adopt { shard, .. } => *shard as usize,
@@ -494,7 +504,7 @@ impl ShardMsg {
             | ShardMsg::Deliver { sub, .. }
             | ShardMsg::DeliverRequest { sub, .. }
             | ShardMsg::DeliverBatch { sub, .. }
-            | ShardMsg::DrainDone { sub }
+            | ShardMsg::DrainDone { sub, .. }
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => Some(sub.conn),
             ShardMsg::RpcResponse { conn, .. } | ShardMsg::Shutdown { conn } => Some(*conn),

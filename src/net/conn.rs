@@ -154,6 +154,11 @@ struct LinkCtx {
     turn: bool,
     /// A drain waits for `held` to go out (then the link's credit is used up).
     drain_after_held: bool,
+    /// Consume links fed by a home: deliveries taken from it (wrapping), whatever
+    /// became of them; less those in `held`, what the home hears as `reached`.
+    taken: u32,
+    /// Consume links: the number of the last credit update sent to the home.
+    credit_seq: u32,
 }
 
 #[derive(Debug, Default)]
@@ -925,6 +930,8 @@ impl Driver {
             requests: Vec::new(),
             turn: false,
             drain_after_held: false,
+            taken: 0,
+            credit_seq: 0,
         }
     }
 
@@ -1303,13 +1310,15 @@ impl Driver {
     }
 
     fn forward_credit(&mut self, link: LinkId, key: ChannelKey, credit: u32, drain: bool) {
-        let delivery_count = self.engine.link_info(link).map_or(0, |i| i.delivery_count);
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let bytes_out = ctx.bytes_out;
         ctx.unreported = (0, 0);
-        let serial = ctx.serial;
+        ctx.credit_seq = ctx.credit_seq.wrapping_add(1);
+        let (seq, serial) = (ctx.credit_seq, ctx.serial);
+        // Those still waiting for the session window will spend credit yet.
+        let reached = ctx.taken.wrapping_sub(ctx.held.len() as u32);
         let sub = self.sub(serial);
-        self.route(ShardMsg::Credit { key, sub, credit, delivery_count, bytes_out, drain });
+        self.route(ShardMsg::Credit { key, sub, credit, reached, bytes_out, drain, seq });
     }
 
     /// Events: count what this link has written, and tell the home how far it has got
@@ -1390,6 +1399,7 @@ impl Driver {
         };
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
+        ctx.taken = ctx.taken.wrapping_add(1);
         let pattern = key.pattern;
         let waiting = !ctx.held.is_empty();
         let payload = if pattern == Pattern::Queues {
@@ -1419,6 +1429,7 @@ impl Driver {
         if !matches!(ctx.kind, LinkKind::Consume { .. }) {
             return;
         }
+        ctx.taken = ctx.taken.wrapping_add(msgs.len() as u32);
         let mut next_tag = ctx.next_tag;
         let mut holding = !ctx.held.is_empty();
         let (mut sent, mut bytes) = (0u64, 0u64);
@@ -2306,8 +2317,14 @@ impl Driver {
                 }
             }
             ShardMsg::DeliverBatch { sub, msgs } => self.on_deliver_events(sub.link, msgs),
-            ShardMsg::DrainDone { sub } => {
+            ShardMsg::DrainDone { sub, seq } => {
                 if let Some(&link) = self.serials.get(&sub.link) {
+                    // Only the drain last asked for: a FLOW since took it back (or asked
+                    // again, and that one is answered by its own DrainDone). Completing
+                    // it anyway spent credit the peer gave after it.
+                    if self.links.get(&link).is_none_or(|c| c.credit_seq != seq) {
+                        return;
+                    }
                     if let Some(ch) = self.links.get(&link).filter(|c| !c.held.is_empty()).map(|c| c.channel) {
                         // Deliveries still wait for the session window; they go first.
                         self.retry_held(ch);

@@ -214,3 +214,11 @@ fn status_kib(pid: u32, field: &str) -> u64 {
         .and_then(|v| v.parse().ok())
         .unwrap_or(0)
 }
+
+/// A receiver asks for a drain and, in the same write, for `credit` without one: the
+/// second FLOW takes the drain back, so `credit` is what the link has to spend.
+pub fn drain_taken_back(c: &mut sluice_perf::client::Client, r: sluice_proto::engine::LinkId, credit: u32) {
+    c.engine().grant_credit(r, 0, true).unwrap();
+    c.engine().grant_credit(r, credit, false).unwrap();
+    c.flush().unwrap();
+}
