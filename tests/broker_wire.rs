@@ -778,3 +778,42 @@ fn a_drain_taken_back_by_the_next_flow_leaves_a_responder_its_credit() {
     send_requests(&mut req, s, &reply_to, 5, 4);
     assert_eq!(requests_received(&mut r, link), vec![0, 1, 2, 3, 4]);
 }
+
+/// An RPC request whose correlation-id is a list of four million nulls (4 MB on the
+/// wire, 160 MB decoded) is refused with amqp:decode-error, and the broker's memory
+/// does not grow by what decoding it would cost. Before, it was decoded and kept
+/// until the response or the request's deadline: 160 MB per request.
+#[test]
+fn an_rpc_request_whose_correlation_id_holds_values_is_refused_undecoded() {
+    use sluice_proto::codec::{Encode, Value};
+    let b = Broker::start(&[]);
+    let (_responder, _link) = responder(&b, "responder", "commands/ids", 10);
+    let mut req = Client::connect(b.addr(), "requester").unwrap();
+    let ch = req.begin().unwrap();
+    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
+    let s = req.attach_sender(ch, "req", Some("commands/ids"), &LinkOptions::default()).unwrap();
+    req.wait_credit(s).unwrap();
+    let before = common::rss_kib(b.pid());
+    for _ in 0..3 {
+        let mut fields = vec![Value::Null; 6];
+        fields[4] = Value::string(&reply_to);
+        fields[5] = Value::List(vec![Value::Null; 4_000_000]);
+        let mut m = BytesMut::new();
+        let props = sluice_proto::codec::Described {
+            descriptor: sluice_proto::codec::Descriptor::Code(0x73),
+            value: Value::List(fields),
+        };
+        Value::Described(Box::new(props)).encode(&mut m);
+        m.extend_from_slice(&[0x00, 0x53, 0x75, 0xa0, 0x02, b'h', b'i']);
+        let id = req.send(s, m.freeze(), false).unwrap();
+        match req.wait_outcome(s, id).unwrap() {
+            Some(DeliveryState::Rejected(r)) => {
+                let e = r.error.expect("an error");
+                assert_eq!(e.condition.as_str(), "amqp:decode-error", "{e:?}");
+            }
+            other => panic!("the request was not refused: {other:?}"),
+        }
+    }
+    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
+    assert!(grown_mib < 100, "the broker grew by {grown_mib} MiB");
+}

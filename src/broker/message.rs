@@ -72,23 +72,34 @@ pub fn rebuild(raw: &RawMessage, properties: &Properties, extra: &[(&str, Value)
         out.extend_from_slice(s);
     }
     properties.encode(&mut out);
-    // The message's own application-properties in their order, less those `extra`
-    // replaces, then `extra`: encoded straight from the decoded map (no copy of it).
-    let app = raw.application_properties().ok().flatten().unwrap_or_default();
-    let kept = || app.iter().filter(|(name, _)| !extra.iter().any(|(k, _)| name == k));
-    let count = kept().count() + extra.len();
-    if count > 0 {
-        sluice_proto::codec::put_descriptor(&mut out, 0x74);
-        let at = sluice_proto::codec::begin_map(&mut out);
-        for (k, v) in kept() {
-            k.as_str().encode(&mut out);
-            v.encode(&mut out);
+    let section = raw.application_properties_section();
+    let decoded = if extra.is_empty() { Ok(None) } else { raw.application_properties() };
+    match (section, decoded) {
+        // Nothing to add: the message's own, as they came (not decoded).
+        (Some(s), _) if extra.is_empty() => out.extend_from_slice(s),
+        // Values that are not simple types, or more than the limit: kept as they came,
+        // without `extra` (decoded, they could cost many times their size).
+        (Some(s), Err(_)) => out.extend_from_slice(s),
+        (_, app) => {
+            // In their order, less those `extra` replaces, then `extra`: encoded
+            // straight from the decoded map (no copy of it).
+            let app = app.ok().flatten().unwrap_or_default();
+            let kept = || app.iter().filter(|(name, _)| !extra.iter().any(|(k, _)| name == k));
+            let count = kept().count() + extra.len();
+            if count > 0 {
+                sluice_proto::codec::put_descriptor(&mut out, 0x74);
+                let at = sluice_proto::codec::begin_map(&mut out);
+                for (k, v) in kept() {
+                    k.as_str().encode(&mut out);
+                    v.encode(&mut out);
+                }
+                for (k, v) in extra {
+                    (*k).encode(&mut out);
+                    v.encode(&mut out);
+                }
+                sluice_proto::codec::end_map(&mut out, at, count as u32);
+            }
         }
-        for (k, v) in extra {
-            (*k).encode(&mut out);
-            v.encode(&mut out);
-        }
-        sluice_proto::codec::end_map(&mut out, at, count as u32);
     }
     if keep_body {
         out.extend_from_slice(raw.body_bytes());

@@ -2156,7 +2156,12 @@ impl Driver {
         raw: sluice_proto::types::RawMessage,
         ack: Option<PublishAck>,
     ) -> Result<(), Refusal> {
-        let mut props = message::properties(&raw);
+        // Ids that hold other values are refused undecoded (they cost 40 times their
+        // size decoded, and the correlation is kept until the response).
+        let mut props = match raw.properties() {
+            Ok(p) => p.unwrap_or_default(),
+            Err(e) => return Err((condition::DECODE_ERROR, format!("invalid properties: {e}"))),
+        };
         let Some(mut node) = props.reply_to.take() else {
             return Err((condition::NOT_ALLOWED, "request missing reply-to".into()));
         };

@@ -1852,3 +1852,59 @@ fn message_single_data_encoder_matches_the_general_one() {
         assert_eq!(fast, general, "body of {len} bytes");
     }
 }
+
+/// A message whose `sections` are encoded values, one after the other.
+fn raw_message_of(sections: &[Value]) -> RawMessage {
+    let mut b = bytes::BytesMut::new();
+    for s in sections {
+        s.encode(&mut b);
+    }
+    RawMessage::parse(&b.freeze()).unwrap()
+}
+
+/// A properties section whose message-id or correlation-id holds other values (a list
+/// of a million nulls here: 1 MB on the wire, 40 MB decoded) is refused before it is
+/// decoded; the four id types of 3.2.4 decode as before.
+#[test]
+fn ids_that_hold_values_are_refused_undecoded() {
+    let nulls = Value::List(vec![Value::Null; 1_000_000]);
+    let props = |at: usize, id: Value| {
+        let mut fields = vec![Value::Null; 6];
+        fields[at] = id;
+        raw_message_of(&[described(0x73, Value::List(fields))])
+    };
+    for at in [0, 5] {
+        for id in [nulls.clone(), Value::Map(vec![]), described(0x99, Value::Ulong(1))] {
+            assert!(props(at, id.clone()).properties().is_err(), "field {at}: {id:?}");
+        }
+        for id in
+            [Value::Ulong(7), Value::Uuid(Uuid([1; 16])), Value::Binary(Bytes::from_static(b"id")), Value::string("id")]
+        {
+            let p = props(at, id.clone()).properties().unwrap().unwrap();
+            assert_eq!(if at == 0 { p.message_id } else { p.correlation_id }, Some(id));
+        }
+    }
+    // A list in another field is the field's own decoder's business (subject: a string).
+    let mut fields = vec![Value::Null; 6];
+    fields[3] = Value::List(vec![]);
+    assert!(raw_message_of(&[described(0x73, Value::List(fields))]).properties().is_err());
+}
+
+/// Application properties whose values hold other values (3.2.5 allows only simple
+/// types), or more than MAX_APPLICATION_PROPERTIES of them, are refused before a value
+/// is decoded; up to the limit, simple ones decode as before.
+#[test]
+fn application_properties_are_simple_and_bounded() {
+    use crate::types::messaging::MAX_APPLICATION_PROPERTIES;
+    let app = |entries: Vec<(Value, Value)>| raw_message_of(&[described(0x74, Value::Map(entries))]);
+    let list = Value::List(vec![Value::Null; 1_000_000]);
+    for v in [list, Value::Map(vec![]), Value::Array(vec![]), described(0x99, Value::Null)] {
+        let m = app(vec![(Value::string("a"), Value::Int(1)), (Value::string("b"), v.clone())]);
+        assert!(m.application_properties().is_err(), "{v:?}");
+    }
+    let entries = |n: u32| (0..n).map(|i| (Value::string(&i.to_string()), Value::Uint(i))).collect::<Vec<_>>();
+    let max = app(entries(MAX_APPLICATION_PROPERTIES)).application_properties().unwrap().unwrap();
+    assert_eq!(max.len(), MAX_APPLICATION_PROPERTIES as usize);
+    assert_eq!(max[7], ("7".to_owned(), Value::Uint(7)));
+    assert!(app(entries(MAX_APPLICATION_PROPERTIES + 1)).application_properties().is_err());
+}
