@@ -2950,3 +2950,64 @@ fn a_peer_that_stops_reading_is_dropped_after_the_write_timeout() {
     assert!(seen.contains(b"after".as_slice()));
     drop(stuck);
 }
+
+/// Refused attaches whose DETACH the peer never answers keep no link name: 1,000
+/// ATTACHes with 100 KiB names (over the 1024-byte limit, refused with
+/// amqp:invalid-field), never detached by the peer, grow the broker by less than
+/// 40 MiB. Before, each refused link waited for the peer's DETACH holding its name:
+/// about 100 MB here, and up to 65,536 links of 128 KiB names per connection.
+#[test]
+fn refused_attaches_waiting_for_the_peers_detach_keep_no_name() {
+    let b = Broker::start(&[]);
+    let mut p = Peer::handshake(&b, "long-names");
+    let before = common::rss_kib(b.pid());
+    const SESSIONS: u16 = 4;
+    const PER_SESSION: u32 = 250;
+    let long = "n".repeat(100 * 1024);
+    let refused = |got: &[In]| {
+        got.iter()
+            .filter(|i| {
+                matches!(i, In::Amqp(_, Performative::Detach(d))
+                    if d.error.as_ref().is_some_and(|e| e.condition.as_str() == "amqp:invalid-field"))
+            })
+            .count()
+    };
+    // One at a time: each answer echoes the name, and a peer that writes without
+    // reading meets the broker writing without being read.
+    for ch in 0..SESSIONS {
+        p.begin(ch);
+        for h in 0..PER_SESSION {
+            let name = format!("{h}{long}");
+            p.send(&attach_frame(ch, h, &name, Role::Receiver, Some("queues/names"), SenderSettleMode::Unsettled));
+            p.wait(WAIT, |got| refused(got) >= 1);
+            assert_eq!(refused(&p.got), 1, "attach {h} on channel {ch} was not refused");
+            // The answers (each echoing the name) are not kept here either.
+            p.got.clear();
+        }
+    }
+    let grown_mib = common::rss_kib(b.pid()).saturating_sub(before) / 1024;
+    assert!(grown_mib < 40, "the broker grew by {grown_mib} MiB");
+}
+
+/// A `responses/` address is a request id, at most 255 bytes like a channel name: a
+/// sending link to one of 100 KiB is refused with amqp:not-found. Before, it was
+/// accepted and its address kept in several copies per link (up to 65,536 links per
+/// connection, each up to a frame's size).
+#[test]
+fn a_responses_address_longer_than_a_channel_name_is_refused() {
+    let b = Broker::start(&[]);
+    let mut p = Peer::handshake(&b, "long-id");
+    p.begin(0);
+    let address = format!("responses/{}", "1".repeat(100 * 1024));
+    p.send(&attach_frame(0, 0, "r", Role::Sender, Some(&address), SenderSettleMode::Settled));
+    let mut bh = None;
+    p.wait(WAIT, |got| {
+        bh = got.iter().find_map(|i| match i {
+            In::Amqp(_, Performative::Attach(a)) if a.name == "r" => Some(a.handle),
+            _ => None,
+        });
+        bh.is_some()
+    });
+    let err = p.expect_detach(bh.expect("an ATTACH answer"), "amqp:not-found");
+    assert!(err.description.unwrap_or_default().contains("request id exceeds 255"));
+}

@@ -124,11 +124,16 @@ pub fn resolve(address: &str, hint: Option<&str>, default: Pattern) -> Result<No
                     Ok(Node::Channel(ChannelKey::new(p, rest)))
                 }
                 None if rest.is_empty() => Err("empty request id".into()),
+                // Ours are "<shard>.<conn>.<seq>.<nonce>", far shorter; an attach keeps it.
+                None if rest.len() > NAME_MAX => Err(format!("request id exceeds {NAME_MAX} chars")),
                 None => Ok(Node::Responses(rest.to_owned())),
             };
         }
     }
     if a.starts_with(DYNAMIC_PREFIX) {
+        if a.len() > DYNAMIC_PREFIX.len() + NAME_MAX {
+            return Err(format!("dynamic node name exceeds {NAME_MAX} chars"));
+        }
         return Ok(Node::Dynamic(a.to_owned()));
     }
     if a.contains('/') {

@@ -1708,6 +1708,11 @@ impl Connection {
         // No terminus on our side tells the peer the link was not established.
         self.attach_reply(id, Attach::default())?;
         self.detach(id, Some(error));
+        // The link waits for the peer's DETACH, by handle: its name (up to a frame's
+        // size, whatever the application refused it for) is not kept meanwhile.
+        if let Some(l) = self.link_mut(id) {
+            l.name = String::new();
+        }
         Ok(())
     }
 
