@@ -1516,6 +1516,94 @@ fn a_drain_waits_for_deliveries_held_by_the_session_window() {
     assert!(transfers.iter().all(|t| *t < answer[0]), "they went out before the drain's answer: {}", c.summary());
 }
 
+/// A FLOW on link 0 of channel 0: `credit` after `delivery_count`, `drain`, with the
+/// session's incoming window `window` after `next_incoming_id` transfers received.
+fn link_flow(next_incoming_id: u32, window: u32, delivery_count: u32, credit: u32, drain: bool) -> Vec<u8> {
+    let f = Flow {
+        next_incoming_id: Some(next_incoming_id),
+        incoming_window: window,
+        next_outgoing_id: 0,
+        outgoing_window: 2048,
+        handle: Some(0),
+        delivery_count: Some(delivery_count),
+        link_credit: Some(credit),
+        drain: Some(drain),
+        ..Default::default()
+    };
+    frame(0, Performative::Flow(f), &[])
+}
+
+/// A FLOW from the broker on its channel `bch` answering a drain: credit 0, drain.
+fn drain_answered(got: &[In], bch: u16) -> bool {
+    got.iter().any(|i| {
+        matches!(i, In::Amqp(ch, Performative::Flow(f))
+            if *ch == bch && f.handle.is_some() && f.drain == Some(true) && f.link_credit == Some(0))
+    })
+}
+
+/// A drain put off behind deliveries that wait for the session window, then taken back
+/// by the next FLOW (drain=false, credit 50, the window opened): the new credit stands,
+/// so the three waiting messages and the three published since all arrive and no drain
+/// is answered. Before, the drain put off was completed when the waiting ones went out,
+/// with the new credit (delivery-count + 47, credit 0), and the three published since
+/// met no credit at the connection and went back to the queue.
+#[test]
+fn a_drain_put_off_behind_waiting_deliveries_is_taken_back_by_the_next_flow() {
+    let b = Broker::start(&[]);
+    let mut prod = Peer::handshake(&b, "undrain-producer");
+    prod.begin(0);
+    prod.attach(0, 0, "p", Role::Sender, Some("queues/undrain-held"), SenderSettleMode::Unsettled);
+    for i in 0..3u32 {
+        prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
+    }
+    let mut c = Peer::handshake(&b, "undrain-consumer");
+    let bch = c.begin_shut(0);
+    c.attach(0, 0, "r", Role::Receiver, Some("queues/undrain-held"), SenderSettleMode::Unsettled);
+    c.send(&window_flow(0, 0, 0, Some(0), Some(5)));
+    c.await_outstanding(&b, "undrain-held", 3);
+    c.send(&link_flow(0, 0, 0, 5, true));
+    c.pump(Duration::from_millis(300));
+    for i in 3..6u32 {
+        prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
+    }
+    c.send(&link_flow(0, 2048, 0, 50, false));
+    c.wait(WAIT, |got| transfer_handles(got, bch).len() >= 6);
+    c.pump(Duration::from_millis(300));
+    assert_eq!(transfer_handles(&c.got, bch).len(), 6, "deliveries: {}", c.summary());
+    assert!(!drain_answered(&c.got, bch), "a drain taken back was answered: {}", c.summary());
+}
+
+/// A drain asked for while deliveries wait for the session window, some of which the
+/// FLOW's own window lets out: the home is told the credit left after those went, so it
+/// sends nothing beyond it, and once the window opens the waiting ones go and the drain
+/// is answered. Before, the home was told the FLOW's credit from before they went, sent
+/// the two messages left in the queue on top, and the link ran out of credit with two
+/// still waiting: the drain was never answered.
+#[test]
+fn a_drain_is_answered_when_the_flow_that_asks_for_it_lets_waiting_deliveries_out() {
+    let b = Broker::start(&[]);
+    let mut prod = Peer::handshake(&b, "drain-window-producer");
+    prod.begin(0);
+    prod.attach(0, 0, "p", Role::Sender, Some("queues/drain-window"), SenderSettleMode::Unsettled);
+    for i in 0..12u32 {
+        prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
+    }
+    let mut c = Peer::handshake(&b, "drain-window-consumer");
+    let bch = c.begin_shut(0);
+    c.attach(0, 0, "r", Role::Receiver, Some("queues/drain-window"), SenderSettleMode::Unsettled);
+    // Credit 10 with a window of 2: two go out, eight wait.
+    c.send(&link_flow(0, 2, 0, 10, false));
+    c.await_outstanding(&b, "drain-window", 10);
+    assert!(c.wait(WAIT, |got| transfer_handles(got, bch).len() >= 2), "{}", c.summary());
+    // Two more window slots and a drain of the eight credits left: two go, six wait.
+    c.send(&link_flow(2, 2, 2, 8, true));
+    c.pump(Duration::from_millis(300));
+    c.send(&window_flow(0, 4, 2048, None, None));
+    assert!(c.wait(WAIT, |got| drain_answered(got, bch)), "no drain answer: {}", c.summary());
+    c.pump(Duration::from_millis(200));
+    assert_eq!(transfer_handles(&c.got, bch).len(), 10, "deliveries: {}", c.summary());
+}
+
 #[test]
 fn transfer_beyond_the_session_window_ends_the_session() {
     // A large link credit so that the session window (2048 frames) is the limit; one

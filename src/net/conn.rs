@@ -1269,9 +1269,8 @@ impl Driver {
                 }
                 gauge(&self.shard.counters.links_sender, 1);
                 // Credit that arrived before the subscription was ready.
-                let credit = pending.map(|(_, d)| (self.engine.link_credit(link), d));
-                if let Some((credit, drain)) = credit {
-                    self.forward_credit(link, key, credit, drain);
+                if let Some((_, drain)) = pending {
+                    self.forward_credit(link, key, drain);
                 }
             }
             Err((cond, why)) => {
@@ -1285,6 +1284,11 @@ impl Driver {
     // ------------------------------------------------------------ credit and delivery (consume)
 
     fn on_credit(&mut self, link: LinkId, credit: u32, drain: bool) {
+        // A drain put off behind waiting deliveries was for the FLOW before this one:
+        // this one takes it back (or asks again, and is answered on its own).
+        if let Some(ctx) = self.links.get_mut(&link) {
+            ctx.drain_after_held = false;
+        }
         // The FLOW carried the session's window too: what waits for it goes first.
         self.held_credit(link);
         let Some(ctx) = self.links.get_mut(&link) else { return };
@@ -1296,7 +1300,7 @@ impl Driver {
             }
             LinkKind::Consume { key, .. } => {
                 let key = key.clone();
-                self.forward_credit(link, key, credit, drain);
+                self.forward_credit(link, key, drain);
             }
             LinkKind::NodeConsume { node } => {
                 let node = node.clone();
@@ -1309,7 +1313,11 @@ impl Driver {
         }
     }
 
-    fn forward_credit(&mut self, link: LinkId, key: ChannelKey, credit: u32, drain: bool) {
+    /// Tell the home the link's credit as its engine has it now: after the deliveries
+    /// that waited for the session window went (a FLOW's own figure was from before),
+    /// at the same moment as `reached`.
+    fn forward_credit(&mut self, link: LinkId, key: ChannelKey, drain: bool) {
+        let credit = self.engine.link_credit(link);
         let Some(ctx) = self.links.get_mut(&link) else { return };
         let bytes_out = ctx.bytes_out;
         ctx.unreported = (0, 0);
@@ -1336,9 +1344,8 @@ impl Driver {
         }
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
         let key = key.clone();
-        let credit = self.engine.link_credit(link);
         let drain = self.engine.link_info(link).is_some_and(|i| i.drain);
-        self.forward_credit(link, key, credit, drain);
+        self.forward_credit(link, key, drain);
     }
 
     /// Move events-store events from the ring to the wire as credit allows.
