@@ -1889,6 +1889,23 @@ fn indexes_received(c: &mut Client, r: LinkId, quiet: Duration) -> Vec<u32> {
     got
 }
 
+/// Ten messages (indexes 0..10) stored in queue `channel`, and a consumer connection
+/// with a link "r" from it that has no credit yet: (client, its channel, the link).
+fn consumer_of_ten_stored(b: &Broker, channel: &str) -> (Client, u16, LinkId) {
+    let address = format!("queues/{channel}");
+    let (mut p, s) = presettled_publisher(b, &address);
+    p.wait_credit(s).unwrap();
+    publish_indexed(&mut p, s, 0, 10);
+    p.flush().unwrap();
+    let stored = format!("sluice_channel_undelivered_messages{{pattern=\"queues\",channel=\"{channel}\"}}");
+    assert_eq!(metric_when(b, &mut p, &stored, |v| v == Some(10.0)), Some(10.0));
+    let mut c = Client::connect(b.addr(), channel).unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "r", Some(&address), &LinkOptions::default()).unwrap();
+    c.pump(Duration::from_millis(100)).unwrap();
+    (c, ch, r)
+}
+
 /// A queue consumer asks for a drain and takes it back in the same write (FLOW
 /// drain=true credit 0, then FLOW credit 50): the broker spends the 50 credits on the
 /// ten messages waiting, and its shard goes on serving others. Before, the home
@@ -1899,16 +1916,7 @@ fn indexes_received(c: &mut Client, r: LinkId, quiet: Duration) -> Vec<u32> {
 #[test]
 fn a_drain_taken_back_by_the_next_flow_leaves_a_queue_consumer_its_credit() {
     let b = Broker::start(&[]);
-    let (mut p, s) = presettled_publisher(&b, "queues/undrained");
-    p.wait_credit(s).unwrap();
-    publish_indexed(&mut p, s, 0, 10);
-    p.flush().unwrap();
-    let stored = "sluice_channel_undelivered_messages{pattern=\"queues\",channel=\"undrained\"}";
-    assert_eq!(metric_when(&b, &mut p, stored, |v| v == Some(10.0)), Some(10.0));
-    let mut c = Client::connect(b.addr(), "undrain").unwrap();
-    let ch = c.begin().unwrap();
-    let r = c.attach_receiver(ch, "r", Some("queues/undrained"), &LinkOptions::default()).unwrap();
-    c.pump(Duration::from_millis(100)).unwrap();
+    let (mut c, ch, r) = consumer_of_ten_stored(&b, "undrained");
     common::drain_taken_back(&mut c, r, 50);
     assert_eq!(indexes_received(&mut c, r, Duration::from_secs(2)), (0..10).collect::<Vec<_>>());
     // The broker serves the next one.
@@ -1930,16 +1938,7 @@ fn a_drain_taken_back_by_the_next_flow_leaves_a_queue_consumer_its_credit() {
 #[test]
 fn credit_taken_back_while_deliveries_are_on_their_way_is_not_lost_for_good() {
     let b = Broker::start(&[]);
-    let (mut p, s) = presettled_publisher(&b, "queues/retracted");
-    p.wait_credit(s).unwrap();
-    publish_indexed(&mut p, s, 0, 10);
-    p.flush().unwrap();
-    let stored = "sluice_channel_undelivered_messages{pattern=\"queues\",channel=\"retracted\"}";
-    assert_eq!(metric_when(&b, &mut p, stored, |v| v == Some(10.0)), Some(10.0));
-    let mut c = Client::connect(b.addr(), "retract").unwrap();
-    let ch = c.begin().unwrap();
-    let r = c.attach_receiver(ch, "r", Some("queues/retracted"), &LinkOptions::default()).unwrap();
-    c.pump(Duration::from_millis(100)).unwrap();
+    let (mut c, _, r) = consumer_of_ten_stored(&b, "retracted");
     c.engine().grant_credit(r, 10, false).unwrap();
     c.engine().grant_credit(r, 0, false).unwrap();
     c.flush().unwrap();

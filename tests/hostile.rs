@@ -1475,12 +1475,7 @@ fn links_of_a_session_take_turns_when_its_window_reopens() {
 #[test]
 fn a_drain_waits_for_deliveries_held_by_the_session_window() {
     let b = Broker::start(&[]);
-    let mut prod = Peer::handshake(&b, "drain-producer");
-    prod.begin(0);
-    prod.attach(0, 0, "p", Role::Sender, Some("queues/drain-held"), SenderSettleMode::Unsettled);
-    for i in 0..3u32 {
-        prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
-    }
+    let _prod = queue_producer(&b, "drain-producer", "queues/drain-held", 3);
     let mut c = Peer::handshake(&b, "drain-consumer");
     let bch = c.begin_shut(0);
     let q = c.attach(0, 0, "r", Role::Receiver, Some("queues/drain-held"), SenderSettleMode::Unsettled);
@@ -1514,6 +1509,18 @@ fn a_drain_waits_for_deliveries_held_by_the_session_window() {
     let answer = at(&|i| drained(std::slice::from_ref(i)));
     assert_eq!(transfers.len(), 3, "the three waiting messages: {}", c.summary());
     assert!(transfers.iter().all(|t| *t < answer[0]), "they went out before the drain's answer: {}", c.summary());
+}
+
+/// A producer connection `container` with link 0 on channel 0 to queue `address`,
+/// which has published messages 0..n (each its index), each accepted.
+fn queue_producer(b: &Broker, container: &str, address: &str, n: u32) -> Peer {
+    let mut prod = Peer::handshake(b, container);
+    prod.begin(0);
+    prod.attach(0, 0, "p", Role::Sender, Some(address), SenderSettleMode::Unsettled);
+    for i in 0..n {
+        prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
+    }
+    prod
 }
 
 /// A FLOW on link 0 of channel 0: `credit` after `delivery_count`, `drain`, with the
@@ -1550,12 +1557,7 @@ fn drain_answered(got: &[In], bch: u16) -> bool {
 #[test]
 fn a_drain_put_off_behind_waiting_deliveries_is_taken_back_by_the_next_flow() {
     let b = Broker::start(&[]);
-    let mut prod = Peer::handshake(&b, "undrain-producer");
-    prod.begin(0);
-    prod.attach(0, 0, "p", Role::Sender, Some("queues/undrain-held"), SenderSettleMode::Unsettled);
-    for i in 0..3u32 {
-        prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
-    }
+    let mut prod = queue_producer(&b, "undrain-producer", "queues/undrain-held", 3);
     let mut c = Peer::handshake(&b, "undrain-consumer");
     let bch = c.begin_shut(0);
     c.attach(0, 0, "r", Role::Receiver, Some("queues/undrain-held"), SenderSettleMode::Unsettled);
@@ -1582,12 +1584,7 @@ fn a_drain_put_off_behind_waiting_deliveries_is_taken_back_by_the_next_flow() {
 #[test]
 fn a_drain_is_answered_when_the_flow_that_asks_for_it_lets_waiting_deliveries_out() {
     let b = Broker::start(&[]);
-    let mut prod = Peer::handshake(&b, "drain-window-producer");
-    prod.begin(0);
-    prod.attach(0, 0, "p", Role::Sender, Some("queues/drain-window"), SenderSettleMode::Unsettled);
-    for i in 0..12u32 {
-        prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
-    }
+    let _prod = queue_producer(&b, "drain-window-producer", "queues/drain-window", 12);
     let mut c = Peer::handshake(&b, "drain-window-consumer");
     let bch = c.begin_shut(0);
     c.attach(0, 0, "r", Role::Receiver, Some("queues/drain-window"), SenderSettleMode::Unsettled);

@@ -539,7 +539,9 @@ fn message() -> BoxedStrategy<Message> {
         option::of(header),
         option::of(vec((symbol().prop_map(Value::Symbol), value()), 0..3)),
         option::of(properties),
-        option::of(vec((text(), value()), 0..3)),
+        // Application-properties values are simple types (3.2.5); others are refused
+        // (`RawMessage::application_properties`).
+        option::of(vec((text(), leaf()), 0..3)),
         body,
     )
         .prop_map(|(header, message_annotations, properties, application_properties, body)| Message {

@@ -348,14 +348,20 @@ fn holds_values(code: u8) -> bool {
     )
 }
 
-/// The message-id and correlation-id of an encoded properties section hold no other
-/// values (checked by skipping the fields before them, nothing decoded).
-fn ids_are_simple(raw: &[u8]) -> DecodeResult<()> {
+/// A decoder at the value of the encoded section `raw`, past its descriptor.
+fn section_value(raw: &[u8]) -> DecodeResult<Decoder<'_>> {
     let mut d = Decoder::new(raw);
     if d.byte()? != format::DESCRIBED {
         return Err(DecodeError::Invalid("section is not described"));
     }
     d.descriptor_code(SECTION_NAMES)?;
+    Ok(d)
+}
+
+/// The message-id and correlation-id of an encoded properties section hold no other
+/// values (checked by skipping the fields before them, nothing decoded).
+fn ids_are_simple(raw: &[u8]) -> DecodeResult<()> {
+    let mut d = section_value(raw)?;
     let c = d.byte()?;
     let (n, mut l) = d.list_header(c)?;
     for i in 0..n.min(6) {
@@ -368,11 +374,7 @@ fn ids_are_simple(raw: &[u8]) -> DecodeResult<()> {
 }
 
 fn decode_application_properties(raw: &[u8]) -> DecodeResult<Vec<(String, Value)>> {
-    let mut d = Decoder::new(raw);
-    if d.byte()? != format::DESCRIBED {
-        return Err(DecodeError::Invalid("section is not described"));
-    }
-    d.descriptor_code(SECTION_NAMES)?;
+    let mut d = section_value(raw)?;
     let c = d.byte()?;
     let (n, mut m) = d.map_header(c)?;
     if n > MAX_APPLICATION_PROPERTIES {
