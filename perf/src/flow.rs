@@ -690,6 +690,8 @@ impl Subscriber {
             wire,
             link,
             flow: flow.clone(),
+            owns_flow: options.flow_controller.is_none(),
+            reserved: (0, 0),
             settings,
             jobs: Some(job_tx),
             waiting: VecDeque::new(),
@@ -751,6 +753,12 @@ struct SubIo {
     wire: Wire<SubCmd>,
     link: LinkId,
     flow: FlowController,
+    /// The controller was made for this subscriber (not given in the options, where
+    /// others may share it): closed when it ends.
+    owns_flow: bool,
+    /// Room reserved for messages handed to workers and not released yet: given back
+    /// when the subscriber ends without their settlements (an error, a closed link).
+    reserved: (usize, usize),
     settings: FlowControlSettings,
     jobs: Option<Sender<Job>>,
     /// Received, not yet handed to a worker (Block: until it fits).
@@ -778,7 +786,17 @@ impl SubIo {
         self.dispatch();
         let _ = self.wire.flush();
         self.wire.finish(&mut cmds);
-        self.flow.close();
+        // What workers still hold never comes back here (their settlements go nowhere
+        // once this thread ends): its room is freed now, or a shared controller would
+        // count it for good. A controller given in the options is not closed: others
+        // may go on using it.
+        let (messages, bytes) = std::mem::take(&mut self.reserved);
+        for n in 0..messages {
+            self.flow.release(if n == 0 { bytes } else { 0 });
+        }
+        if self.owns_flow {
+            self.flow.close();
+        }
         if let Err(e) = &result {
             self.stats.error = Some(e.to_string());
         }
@@ -797,6 +815,7 @@ impl SubIo {
                     // The room is free before the broker hears of the settlement, so a
                     // broker that then sends more never finds the client still full.
                     self.flow.release(size);
+                    self.reserved = (self.reserved.0 - 1, self.reserved.1 - size);
                     self.in_workers -= 1;
                     self.unsettled -= 1;
                     self.unsettled_bytes -= size;
@@ -871,6 +890,7 @@ impl SubIo {
                     match jobs.send(job) {
                         Ok(()) => {
                             self.in_workers += 1;
+                            self.reserved = (self.reserved.0 + 1, self.reserved.1 + size);
                             continue;
                         }
                         Err(mpsc::SendError(job)) => {
