@@ -8,7 +8,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The process-wide state for `settings`; fails on unusable auth files.
-pub fn global(settings: Settings) -> std::io::Result<Arc<Global>> {
+pub fn global(mut settings: Settings) -> std::io::Result<Arc<Global>> {
+    // The store's files are opened through io_uring, where a relative directory failed
+    // to open (EBADF: "./data", the default, wrote nothing and refused every durable
+    // publish): it is made absolute once, against the working directory at start.
+    settings.data_dir = std::path::absolute(&settings.data_dir)?;
     let shards = settings.shards;
     let path = |s: &str| (!s.is_empty()).then(|| std::path::PathBuf::from(s));
     let auth = crate::auth::AuthConfig {

@@ -425,3 +425,42 @@ fn without_broker_watermarks_the_workers_still_stay_within_the_limits() {
         assert_queue_empty(&b, address);
     }
 }
+
+/// `sluice-perf flow` (the load generator's scenario on this API) against the real
+/// broker: every message published within the publisher's limit and handled within
+/// the subscriber's, reported in the JSON it prints.
+#[test]
+fn the_load_generators_flow_scenario_stays_within_its_limits() {
+    let b = Broker::start(&[]);
+    let args: Vec<String> = [
+        "flow",
+        "--url",
+        &format!("amqp://{}", b.addr()),
+        "--count",
+        "20000",
+        "--max-outstanding-messages",
+        "10",
+        "--max-outstanding-bytes",
+        "3000",
+        "--inflight",
+        "64",
+        "--workers",
+        "3",
+        "--timeout",
+        "120",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let report = sluice_perf::run::run(sluice_perf::opts::Opts::parse(&args).unwrap());
+    let j = &report.json;
+    assert!(report.ok, "{}", report.text);
+    assert_eq!(j["end"], "complete", "{j}");
+    assert_eq!(j["delivered"], 20000, "{j}");
+    assert_eq!(j["accepted"], 20000, "{j}");
+    let peak_messages = j["subscriber"]["peak_unsettled_messages"].as_u64().unwrap();
+    let peak_bytes = j["subscriber"]["peak_unsettled_bytes"].as_u64().unwrap();
+    assert!((1..=10).contains(&peak_messages), "{j}");
+    assert!(peak_bytes <= 3000, "{j}");
+    assert!(j["publisher"]["peak_outstanding_publishes"].as_u64().unwrap() <= 64, "{j}");
+}

@@ -866,3 +866,39 @@ fn kill_minus_nine_while_dead_lettering_loses_no_message() {
         }
     }
 }
+
+/// A relative data directory (the default is "./data") works: durable publishes are
+/// accepted and come back after a kill -9 and a restart. Before, the store's files
+/// were opened through io_uring with the relative path, opening the directory failed
+/// (EBADF), nothing was written and every durable publish was refused: the broker run
+/// with its defaults could not keep a queue message.
+#[test]
+fn a_relative_data_directory_keeps_durable_messages() {
+    let abs = fresh_dir("relative");
+    std::fs::create_dir_all(&abs).unwrap();
+    let cwd = std::env::current_dir().unwrap();
+    // The same directory, relative to the working directory the broker inherits.
+    let rel = pathdiff(Path::new(&abs), &cwd);
+    assert!(rel.is_relative(), "{}", rel.display());
+    let rel = rel.to_string_lossy().into_owned();
+    let mut b = Broker::start(&env(&rel, &[]));
+    publish(&b, "queues/relative", 5);
+    b.kill9();
+    let b = Broker::start(&env(&rel, &[]));
+    assert_eq!(read_queue(&b, "queues/relative"), vec![0, 1, 2, 3, 4]);
+    assert!(!segments(&abs, "queues").is_empty(), "no segment under {abs}");
+}
+
+/// `to` relative to `from` (both absolute): enough "../" to a common ancestor, then down.
+fn pathdiff(to: &Path, from: &Path) -> PathBuf {
+    let (t, f): (Vec<_>, Vec<_>) = (to.components().collect(), from.components().collect());
+    let common = t.iter().zip(&f).take_while(|(a, b)| a == b).count();
+    let mut p = PathBuf::new();
+    for _ in common..f.len() {
+        p.push("..");
+    }
+    for c in &t[common..] {
+        p.push(c.as_os_str());
+    }
+    p
+}

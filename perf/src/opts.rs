@@ -17,6 +17,10 @@ pub enum Scenario {
     Frames,
     /// Many idle connections; the broker's resident memory before and after.
     Idle,
+    /// At-least-once through the flow-controlled client API (`sluice_perf::flow`): a
+    /// `Publisher` within its publisher limits, a `Subscriber` with a worker pool
+    /// within its outstanding-message and byte limits.
+    Flow,
 }
 
 impl Scenario {
@@ -28,6 +32,7 @@ impl Scenario {
             "rpc" | "commands" => Scenario::Rpc,
             "frames" => Scenario::Frames,
             "idle" => Scenario::Idle,
+            "flow" => Scenario::Flow,
             _ => return Err(format!("unknown scenario `{s}`")),
         })
     }
@@ -41,6 +46,7 @@ impl Scenario {
             Scenario::Rpc => "rpc",
             Scenario::Frames => "frames",
             Scenario::Idle => "idle",
+            Scenario::Flow => "flow",
         }
     }
 }
@@ -222,6 +228,13 @@ pub struct Opts {
     pub label: Option<String>,
     /// Messages carry a header with durable=true (persistent on every broker).
     pub durable: bool,
+    /// flow: the subscriber's worker threads.
+    pub workers: usize,
+    /// flow: the subscriber's max outstanding messages (the publisher's max
+    /// outstanding publishes is `--inflight`).
+    pub max_outstanding_messages: usize,
+    /// flow: the subscriber's max outstanding bytes.
+    pub max_outstanding_bytes: usize,
     /// The command line, as given.
     pub command: String,
 }
@@ -237,6 +250,9 @@ scenarios:
   rpc           requests (reply-to = a dynamic node) answered by responders
   frames        tiny pre-settled transfers; counts FLOW/TRANSFER frames both ways
   idle          open --connections idle connections; broker RSS (needs --broker-pid)
+  flow          at-least-once through the flow-controlled client API (sluice_perf::flow):
+                a Publisher (--inflight outstanding publishes), a Subscriber with --workers
+                and --max-outstanding-messages / --max-outstanding-bytes (Block)
 
 options:
   --url amqp://[user:pass@]host:port   broker (default amqp://127.0.0.1:5672)
@@ -258,6 +274,9 @@ options:
   --recv-settle presettled|unsettled   settle mode consumers request
   --inflight N                         unsettled publishes / pending requests per link
   --durable                            messages carry header durable=true (persistent)
+  --workers N                          flow: subscriber worker threads (default 4)
+  --max-outstanding-messages N         flow: subscriber limit (default 1000)
+  --max-outstanding-bytes N            flow: subscriber limit (default 104857600)
   --tick-us US                         with --rate: batches of at least US microseconds' worth (default 50)
   --batch N                            messages encoded per write (default 4096)
   --session-window N                   our session incoming window (default 262144)
@@ -332,6 +351,9 @@ impl Opts {
             broker_pid: None,
             label: None,
             durable: false,
+            workers: 4,
+            max_outstanding_messages: 1000,
+            max_outstanding_bytes: 100 << 20,
             command: std::iter::once("sluice-perf".to_owned())
                 .chain(args.iter().cloned())
                 .collect::<Vec<_>>()
@@ -383,6 +405,9 @@ impl Opts {
                 "--broker-pid" => o.broker_pid = Some(val()?.parse().map_err(|_| "--broker-pid must be a number")?),
                 "--label" => o.label = Some(val()?),
                 "--durable" => o.durable = true,
+                "--workers" => o.workers = count(&val()?)?.max(1) as usize,
+                "--max-outstanding-messages" => o.max_outstanding_messages = count(&val()?)?.max(1) as usize,
+                "--max-outstanding-bytes" => o.max_outstanding_bytes = count(&val()?)? as usize,
                 "--json" => o.json = true,
                 "--progress" => o.progress = true,
                 "-h" | "--help" => return Err(String::new()),
@@ -404,6 +429,7 @@ impl Opts {
             }
             Scenario::Rpc => ("commands/perf-{run}", 100, 1024, Settle::Unsettled, Settle::Unsettled, 256),
             Scenario::Idle => ("", 0, 0, Settle::Presettled, Settle::Presettled, 1),
+            Scenario::Flow => ("queues/flow-{run}", 100, 0, Settle::Unsettled, Settle::Unsettled, 1000),
         };
         let run = run_id();
         o.address = address.unwrap_or_else(|| addr.to_owned()).replace("{run}", &run);

@@ -36,6 +36,9 @@ pub fn run(opts: Opts) -> Report {
     if opts.scenario == Scenario::Idle {
         return idle(&opts);
     }
+    if opts.scenario == Scenario::Flow {
+        return flow_api(&opts);
+    }
     let opts = Arc::new(opts);
     let plan = worker::plan(&opts);
     let producers = worker::producer_count(&plan);
@@ -450,6 +453,152 @@ fn idle(opts: &Opts) -> Report {
         t += &format!("  error: {e}\n");
     }
     Report { json, text: t, ok: error.is_none() }
+}
+
+/// A client connection as the options say (URL, SASL), container `name`.
+fn connect(opts: &Opts, name: &str) -> std::io::Result<Client> {
+    let mut cfg = Config::client(&format!("{name}-{}", std::process::id()));
+    cfg.hostname = Some(opts.url.host.clone());
+    cfg.client_sasl = match opts.sasl {
+        Sasl::None => None,
+        Sasl::Anonymous => Some(ClientSasl { mechanism: "ANONYMOUS".into(), initial_response: None }),
+        Sasl::Plain => Some(sasl_plain(&opts.user, &opts.password)),
+    };
+    Client::connect_with(opts.url.addr(), cfg)
+}
+
+/// The flow-controlled client API end to end (`sluice_perf::flow`): one `Publisher`
+/// with at most `--inflight` publishes outstanding (Block), one `Subscriber` with
+/// `--workers` workers within `--max-outstanding-messages` and
+/// `--max-outstanding-bytes` (Block) accepting each message; `--count` messages of
+/// `--size` bytes from `--address` to `--address2`. Reports the rate and the most the
+/// subscriber's link held unsettled, against its limits.
+fn flow_api(opts: &Opts) -> Report {
+    use crate::flow::{
+        FlowControlSettings, LimitExceededBehavior, Outcome, PublishFlowControlSettings, Publisher, Subscriber,
+        SubscriberOptions,
+    };
+    use std::collections::VecDeque;
+    use std::sync::atomic::AtomicU64;
+    let count = opts.count.unwrap_or(100_000);
+    let settings = FlowControlSettings {
+        max_outstanding_messages: opts.max_outstanding_messages,
+        max_outstanding_bytes: opts.max_outstanding_bytes,
+        limit_exceeded_behavior: LimitExceededBehavior::Block,
+    };
+    let publish_settings =
+        PublishFlowControlSettings { max_outstanding_publishes: (opts.inflight as usize).max(1), ..Default::default() };
+    let handled = Arc::new(AtomicU64::new(0));
+    let cpu0 = sys::process_cpu_s();
+    let bcpu0 = opts.broker_pid.and_then(sys::proc_cpu_s);
+    let t0 = Instant::now();
+    let mut errors = Vec::new();
+    let (mut sent, mut accepted) = (0u64, 0u64);
+    let started = (|| -> std::io::Result<(Subscriber, Publisher)> {
+        let h = handled.clone();
+        let options = SubscriberOptions { flow_control: settings, workers: opts.workers, ..Default::default() };
+        let sub = Subscriber::start_on(connect(opts, "sluice-perf-flow-sub")?, &opts.address2, options, move |_| {
+            h.fetch_add(1, Relaxed);
+            Outcome::Accept
+        })?;
+        let publisher = Publisher::start_on(connect(opts, "sluice-perf-flow-pub")?, &opts.address, publish_settings)?;
+        Ok((sub, publisher))
+    })();
+    let (sub_stats, pub_stats) = match started {
+        Err(e) => {
+            errors.push(format!("start: {e}"));
+            (None, None)
+        }
+        Ok((sub, publisher)) => {
+            let body = crate::client::data_message(&vec![0x2e; opts.size]);
+            let mut waiting = VecDeque::new();
+            let deadline = opts.timeout.map(|t| t0 + Duration::from_secs_f64(t));
+            let late = || deadline.is_some_and(|d| Instant::now() >= d);
+            while sent < count && !late() {
+                match publisher.publish(body.clone()) {
+                    Ok(h) => waiting.push_back(h),
+                    Err(e) => {
+                        errors.push(format!("publish: {e}"));
+                        break;
+                    }
+                }
+                sent += 1;
+                // Block keeps at most --inflight outstanding; the handles of those
+                // settled are collected as we go.
+                while waiting.len() > publish_settings.max_outstanding_publishes {
+                    if let Some(h) = waiting.pop_front() {
+                        accepted +=
+                            u64::from(matches!(h.wait(), Ok(Some(sluice_proto::types::DeliveryState::Accepted))));
+                    }
+                }
+            }
+            for h in waiting {
+                accepted += u64::from(matches!(h.wait(), Ok(Some(sluice_proto::types::DeliveryState::Accepted))));
+            }
+            while handled.load(Relaxed) < accepted && !late() && sub.is_running() {
+                thread::sleep(Duration::from_millis(1));
+            }
+            let sub_stats = sub.stop().map_err(|e| errors.push(format!("subscriber: {e}"))).ok();
+            let pub_stats = publisher.close().map_err(|e| errors.push(format!("publisher: {e}"))).ok();
+            (sub_stats, pub_stats)
+        }
+    };
+    let secs = t0.elapsed().as_secs_f64();
+    let bcpu1 = opts.broker_pid.and_then(sys::proc_cpu_s);
+    let cpu = sys::process_cpu_s() - cpu0;
+    let got = handled.load(Relaxed);
+    let rate = if secs > 0.0 { got as f64 / secs } else { 0.0 };
+    let (peak_m, peak_b) = sub_stats.as_ref().map_or((0, 0), |s| (s.peak_unsettled_messages, s.peak_unsettled_bytes));
+    let complete = errors.is_empty() && got == count && accepted == count;
+    let json = json!({
+        "scenario": "flow",
+        "label": opts.label,
+        "url": opts.url.to_string(),
+        "end": if complete { "complete" } else { "incomplete" },
+        "sent": sent,
+        "accepted": accepted,
+        "delivered": got,
+        "seconds": secs,
+        "msgs_per_s": rate,
+        "limits": {
+            "max_outstanding_messages": opts.max_outstanding_messages,
+            "max_outstanding_bytes": opts.max_outstanding_bytes,
+            "max_outstanding_publishes": publish_settings.max_outstanding_publishes,
+            "workers": opts.workers,
+        },
+        "subscriber": {
+            "peak_unsettled_messages": peak_m,
+            "peak_unsettled_bytes": peak_b,
+            "released_by_flow_control": sub_stats.as_ref().map(|s| s.released_by_flow_control),
+            "credit_grants": sub_stats.as_ref().map(|s| s.credit_grants),
+        },
+        "publisher": {
+            "peak_outstanding_publishes": pub_stats.as_ref().map(|s| s.peak_outstanding_publishes),
+            "peak_outstanding_bytes": pub_stats.as_ref().map(|s| s.peak_outstanding_bytes),
+        },
+        "cpu": { "generator_s": cpu, "broker_s": bcpu0.zip(bcpu1).map(|(a, b)| b - a) },
+        "errors": errors,
+        "command": opts.command,
+    });
+    let mut t = format!("sluice-perf flow against {}\n", opts.url);
+    t += &format!("  throughput   {}/s delivered ({got} of {count} in {secs:.2} s)\n", si(rate));
+    t += &format!(
+        "  subscriber   at most {peak_m} messages / {} unsettled (limits {} / {}), {} workers\n",
+        bytes(peak_b as u64),
+        opts.max_outstanding_messages,
+        bytes(opts.max_outstanding_bytes as u64),
+        opts.workers
+    );
+    if let Some(p) = &pub_stats {
+        t += &format!(
+            "  publisher    at most {} publishes outstanding (limit {})\n",
+            p.peak_outstanding_publishes, publish_settings.max_outstanding_publishes
+        );
+    }
+    for e in &errors {
+        t += &format!("  error: {e}\n");
+    }
+    Report { json, text: t, ok: complete }
 }
 
 /// 1234567 -> "1.23M".
