@@ -393,14 +393,7 @@ fn idle(opts: &Opts) -> Report {
     let mut conns = Vec::with_capacity(opts.connections);
     let mut error = None;
     for i in 0..opts.connections {
-        let mut cfg = Config::client(&format!("sluice-perf-idle-{}-{i}", std::process::id()));
-        cfg.hostname = Some(opts.url.host.clone());
-        cfg.client_sasl = match opts.sasl {
-            Sasl::None => None,
-            Sasl::Anonymous => Some(ClientSasl { mechanism: "ANONYMOUS".into(), initial_response: None }),
-            Sasl::Plain => Some(sasl_plain(&opts.user, &opts.password)),
-        };
-        match Client::connect_with(opts.url.addr(), cfg) {
+        match connect(opts, &format!("sluice-perf-idle-{i}")) {
             Ok(c) => {
                 let (conn, sock, _, _) = c.into_parts();
                 conns.push((conn, sock));
