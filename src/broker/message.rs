@@ -74,12 +74,8 @@ pub fn with_annotation(payload: &Bytes, key: &str, value: Value) -> Bytes {
 /// Append the entries of the encoded message-annotations `section` whose key is not
 /// `key` to `out`, as they are encoded (each value skipped, not decoded); how many.
 fn other_annotations(section: &[u8], key: &str, out: &mut BytesMut) -> sluice_proto::codec::DecodeResult<u32> {
-    use sluice_proto::codec::{format, DecodeError, Decoder};
-    let mut d = Decoder::new(section);
-    if d.byte()? != format::DESCRIBED {
-        return Err(DecodeError::Invalid("section is not described"));
-    }
-    d.skip_value()?; // the descriptor (the section was located by it)
+    use sluice_proto::codec::format;
+    let mut d = sluice_proto::types::messaging::section_value(section)?;
     let c = d.byte()?;
     let (n, mut m) = d.map_header(c)?;
     let mut kept = 0;
@@ -114,17 +110,15 @@ pub fn rebuild(raw: &RawMessage, properties: &Properties, extra: &[(&str, Value)
     }
     properties.encode(&mut out);
     let section = raw.application_properties_section();
-    let decoded = if extra.is_empty() { Ok(None) } else { raw.application_properties() };
-    match (section, decoded) {
-        // Nothing to add: the message's own, as they came (not decoded).
-        (Some(s), _) if extra.is_empty() => out.extend_from_slice(s),
-        // Values that are not simple types, or more than the limit: kept as they came,
-        // without `extra` (decoded, they could cost many times their size).
-        (Some(s), Err(_)) => out.extend_from_slice(s),
+    // Decoded only to add `extra`: with nothing to add, or values that do not decode
+    // (not simple types, more than the limit; decoded, they could cost many times their
+    // size), the message's own are copied as they came (without `extra`).
+    match (section, (!extra.is_empty()).then(|| raw.application_properties())) {
+        (Some(s), None | Some(Err(_))) => out.extend_from_slice(s),
         (_, app) => {
             // In their order, less those `extra` replaces, then `extra`: encoded
             // straight from the decoded map (no copy of it).
-            let app = app.ok().flatten().unwrap_or_default();
+            let app = app.and_then(Result::ok).flatten().unwrap_or_default();
             let kept = || app.iter().filter(|(name, _)| !extra.iter().any(|(k, _)| name == k));
             let count = kept().count() + extra.len();
             if count > 0 {

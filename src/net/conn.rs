@@ -108,7 +108,9 @@ enum LinkKind {
         ring: Option<Arc<StoreRing>>,
         subscribed: bool,
         reply: Option<Box<Attach>>,
-        pending_credit: Option<(u32, bool)>,
+        /// Credit came before the subscription was ready: whether it asked for a drain
+        /// (the credit itself is the engine's when it is forwarded).
+        pending_drain: Option<bool>,
         stalled: bool,
         /// Events-store lossless mode.
         hold: bool,
@@ -782,7 +784,7 @@ impl Driver {
             }
             Event::AttachRequested { link, channel, attach } => self.on_attach(link, channel, *attach),
             Event::Attached { .. } => {}
-            Event::Credit { link, credit, drain } => self.on_credit(link, credit, drain),
+            Event::Credit { link, drain, .. } => self.on_credit(link, drain),
             // A link's FLOW carries its session's window too.
             Event::SenderFlow { link, .. } => {
                 if let Some(ch) = self.links.get(&link).map(|c| c.channel) {
@@ -1166,7 +1168,7 @@ impl Driver {
             ring: None,
             subscribed: false,
             reply: Some(Box::new(reply)),
-            pending_credit: None,
+            pending_drain: None,
             stalled: false,
             hold: false,
         };
@@ -1256,20 +1258,20 @@ impl Driver {
             return;
         };
         let Some(ctx) = self.links.get_mut(&link) else { return };
-        let LinkKind::Consume { subscribed, reply, ring, pending_credit, key, .. } = &mut ctx.kind else { return };
+        let LinkKind::Consume { subscribed, reply, ring, pending_drain, key, .. } = &mut ctx.kind else { return };
         match result {
             Ok(r) => {
                 *subscribed = true;
                 *ring = r;
                 let reply = reply.take().map(|b| *b).unwrap_or_default();
-                let pending = pending_credit.take();
+                let pending = pending_drain.take();
                 let key = key.clone();
                 if self.engine.attach_reply(link, reply).is_err() {
                     return;
                 }
                 gauge(&self.shard.counters.links_sender, 1);
                 // Credit that arrived before the subscription was ready.
-                if let Some((_, drain)) = pending {
+                if let Some(drain) = pending {
                     self.forward_credit(link, key, drain);
                 }
             }
@@ -1283,7 +1285,7 @@ impl Driver {
 
     // ------------------------------------------------------------ credit and delivery (consume)
 
-    fn on_credit(&mut self, link: LinkId, credit: u32, drain: bool) {
+    fn on_credit(&mut self, link: LinkId, drain: bool) {
         // A drain put off behind waiting deliveries was for the FLOW before this one:
         // this one takes it back (or asks again, and is answered on its own).
         if let Some(ctx) = self.links.get_mut(&link) {
@@ -1293,7 +1295,7 @@ impl Driver {
         self.held_credit(link);
         let Some(ctx) = self.links.get_mut(&link) else { return };
         match &mut ctx.kind {
-            LinkKind::Consume { subscribed: false, pending_credit, .. } => *pending_credit = Some((credit, drain)),
+            LinkKind::Consume { subscribed: false, pending_drain, .. } => *pending_drain = Some(drain),
             LinkKind::Consume { key, ring: Some(_), .. } => {
                 let _ = key;
                 self.pump_ring(link);

@@ -348,8 +348,9 @@ fn holds_values(code: u8) -> bool {
     )
 }
 
-/// A decoder at the value of the encoded section `raw`, past its descriptor.
-fn section_value(raw: &[u8]) -> DecodeResult<Decoder<'_>> {
+/// A decoder at the value of the encoded section `raw` (one a [`RawMessage`] located),
+/// past its descriptor.
+pub fn section_value(raw: &[u8]) -> DecodeResult<Decoder<'_>> {
     let mut d = Decoder::new(raw);
     if d.byte()? != format::DESCRIBED {
         return Err(DecodeError::Invalid("section is not described"));
