@@ -365,6 +365,85 @@ fn a_shared_flow_controller_outlives_the_subscriber_that_stops_first() {
     assert_eq!(flow.outstanding(), (0, 0));
 }
 
+/// Sets the handlers' hold flag to false when dropped.
+struct Gate(Arc<AtomicBool>);
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Subscribers sharing one flow controller take their credit from its one count: two
+/// of them with a limit of 10 are sent 10 messages between them, 5 each (an equal
+/// share), not 10 each; the first, granted all 10 while alone, drains its credit when
+/// the second joins; and once the first stops, the second may hold all 10. Before,
+/// each link got credit for the whole limit (20 received while the workers held them).
+#[test]
+fn subscribers_sharing_a_flow_controller_are_sent_no_more_than_its_limit_together() {
+    let b = Broker::start(&[]);
+    let settings =
+        FlowControlSettings { max_outstanding_messages: 10, max_outstanding_bytes: 1 << 20, ..Default::default() };
+    let flow = FlowController::new(settings);
+    let hold = Arc::new(AtomicBool::new(true));
+    let accepted = Arc::new(AtomicUsize::new(0));
+    let start = |address: &str| {
+        let (hold, accepted) = (hold.clone(), accepted.clone());
+        let options = SubscriberOptions { flow_controller: Some(flow.clone()), workers: 4, ..Default::default() };
+        Subscriber::start(b.addr(), address, options, move |_| {
+            while hold.load(Ordering::SeqCst) {
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            accepted.fetch_add(1, Ordering::SeqCst);
+            Outcome::Accept
+        })
+        .unwrap()
+    };
+    let until = |what: &str, done: &dyn Fn() -> bool, subs: &[&Subscriber]| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !done() {
+            let stats: Vec<_> = subs.iter().map(|s| s.stats()).collect();
+            assert!(Instant::now() < deadline, "{what}: {stats:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    };
+    let first = start("queues/share-first");
+    until("the first subscriber's grant", &|| first.stats().credit_grants >= 1, &[&first]);
+    let second = start("queues/share-second");
+    // Dropped before the subscribers: a failed assertion opens the gate, or their
+    // workers, joined as they drop, would wait on it for ever.
+    let _open_on_failure = Gate(hold.clone());
+    // The second is granted credit only once the first has given back what passed its share.
+    until("the second subscriber's grant", &|| second.stats().credit_grants >= 1, &[&first, &second]);
+    assert_eq!(first.stats().drains, 1, "{:?}", first.stats());
+    publish_range(&b.addr(), "queues/share-first", 0, 30);
+    publish_range(&b.addr(), "queues/share-second", 0, 30);
+    let received = || first.stats().received + second.stats().received;
+    until("10 received", &|| received() >= 10, &[&first, &second]);
+    // Room for more to arrive if the broker had been given the credit.
+    std::thread::sleep(Duration::from_millis(300));
+    let (one, two) = (first.stats(), second.stats());
+    assert_eq!((one.received, two.received), (5, 5), "{one:?} {two:?}");
+    assert!(flow.peak_held_messages() <= 10, "{}", flow.peak_held_messages());
+
+    hold.store(false, Ordering::SeqCst);
+    until("60 accepted", &|| accepted.load(Ordering::SeqCst) >= 60, &[&first, &second]);
+    let one = first.stop().unwrap();
+    assert_eq!((one.received, one.accepted, one.overshoots), (30, 30, 0), "{one:?}");
+    // Alone again, the second may hold the whole limit.
+    hold.store(true, Ordering::SeqCst);
+    publish_range(&b.addr(), "queues/share-second", 30, 60);
+    until("10 held by the second", &|| second.stats().received >= 40, &[&second]);
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(second.stats().received, 40, "{:?}", second.stats());
+    hold.store(false, Ordering::SeqCst);
+    until("90 accepted", &|| accepted.load(Ordering::SeqCst) >= 90, &[&second]);
+    let two = second.stop().unwrap();
+    assert_eq!((two.received, two.accepted, two.overshoots), (60, 60, 0), "{two:?}");
+    assert!(flow.peak_held_messages() <= 10, "{}", flow.peak_held_messages());
+    assert_eq!(flow.outstanding(), (0, 0));
+}
+
 /// A subscriber whose connection is lost while its workers hold messages gives their
 /// room back to the flow controller it was given when it ends. Before, that room stayed
 /// counted for good (a controller shared with others stayed that much fuller).

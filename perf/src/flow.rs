@@ -35,7 +35,7 @@
 //!    the subscriber plus in workers) never exceed `max_outstanding_messages`: credit
 //!    is only ever raised to `max_outstanding_messages − unsettled`, and not at all
 //!    while either limit is reached, so `credit + unsettled ≤ max_outstanding_messages`
-//!    holds at all times.
+//!    holds at all times (summed over the links of subscribers sharing a controller).
 //! 3. **Link bytes: exact with sluice, bounded by credit elsewhere.** A receiver cannot
 //!    know a message's size before the credit for it is spent, so credit alone bounds
 //!    messages, not bytes. The attach therefore carries sluice's broker-side
@@ -61,9 +61,19 @@
 //! * No lease management: an ack deadline (sluice: `x-opt-sluice-ack-deadline-seconds`
 //!   in [`SubscriberOptions::link`]) is not extended while a worker holds a message.
 //! * For nodes that deliver unsettled (queues; sluice's events are pre-settled and have
-//!   nothing outstanding). A [`FlowController`] shared by several subscribers is
-//!   honoured, but a subscriber notices room freed by another only on its next wake-up
-//!   (within 20 ms while it holds messages); credit is still computed per link.
+//!   nothing outstanding).
+//! * A [`FlowController`] shared by several subscribers: their links take credit from
+//!   its one count (received-and-unsettled plus credit, summed over the links, never
+//!   passes `max_outstanding_messages`), each up to an equal share of the limit and
+//!   only what the others leave; a subscriber that frees room wakes those held back.
+//!   A link granted more than its share before others joined drains its credit (the
+//!   broker sends what it has under it or gives it back) and is granted its share
+//!   again. Messages it has already received stay with it until settled, so a new
+//!   subscriber may wait for them. A link whose node is quiet keeps its share of
+//!   credit unused (credit cannot be moved between links), and with more subscribers
+//!   than `max_outstanding_messages` some get none until others settle. Bytes are
+//!   summed too (no grant once the links' bytes reach the limit), but sluice's
+//!   broker-side byte watermark is per link.
 //! * One connection and one link per subscriber or publisher; the publisher sends
 //!   unsettled only (pre-settled publishes are never outstanding, so there is nothing
 //!   to limit).
@@ -174,6 +184,42 @@ struct FlowState {
     waiters: VecDeque<u64>,
     next_ticket: u64,
     closed: bool,
+    /// The subscribers' links that take their credit from this state.
+    links: Vec<LinkShare>,
+    next_link: u64,
+    /// Most messages received and unsettled at the links at once (each link's last
+    /// report plus its credit then: an upper bound of what they held).
+    peak_held: usize,
+}
+
+/// What one subscriber's link holds, as it last reported: received and unsettled
+/// messages and bytes, and the credit it has granted and not seen used.
+#[derive(Debug)]
+struct LinkShare {
+    id: u64,
+    unsettled: usize,
+    bytes: usize,
+    credit: usize,
+    /// Its grant was held back by what the others hold: woken when they hold less.
+    wants: bool,
+    wake: Sender<Input<SubCmd>>,
+}
+
+impl LinkShare {
+    fn held(&self) -> usize {
+        self.unsettled.saturating_add(self.credit)
+    }
+}
+
+/// What a subscriber does with its link's credit after [`FlowController::plan`].
+#[derive(Debug, PartialEq, Eq)]
+enum Plan {
+    Nothing,
+    /// Raise the credit to this.
+    Grant(u32),
+    /// It holds more than its share since others joined: ask the broker to use or
+    /// return the credit (a drain), then grant again within the share.
+    Drain,
 }
 
 impl FlowState {
@@ -326,6 +372,82 @@ impl FlowController {
         let st = lock(&self.shared.state);
         (s.max_outstanding_messages > 0 && st.messages >= s.max_outstanding_messages)
             || (s.max_outstanding_bytes > 0 && st.bytes >= s.max_outstanding_bytes)
+    }
+
+    /// Most messages the subscribers sharing this controller had received and not yet
+    /// settled at once, counted with the credit they had granted (what the broker
+    /// could have sent them): never more than `max_outstanding_messages`.
+    pub fn peak_held_messages(&self) -> usize {
+        lock(&self.shared.state).peak_held
+    }
+
+    fn join(&self, wake: Sender<Input<SubCmd>>) -> u64 {
+        let mut st = lock(&self.shared.state);
+        let id = st.next_link;
+        st.next_link += 1;
+        st.links.push(LinkShare { id, unsettled: 0, bytes: 0, credit: 0, wants: false, wake });
+        id
+    }
+
+    /// The link is gone: the others' shares grow, so they are woken.
+    fn part(&self, id: u64) {
+        let mut st = lock(&self.shared.state);
+        st.links.retain(|l| l.id != id);
+        for l in &mut st.links {
+            l.wants = false;
+            let _ = l.wake.send(Input::Cmd(SubCmd::Wake));
+        }
+    }
+
+    /// Record what link `id` holds now and decide its credit, all under one lock so
+    /// that the links' credit plus unsettled messages never pass
+    /// `max_outstanding_messages` together. Each link may hold up to an equal share
+    /// of the limit (all of it when alone) and only what the others leave; a link that
+    /// holds more than its share (others joined after its grant) drains its credit.
+    /// When it holds less than it last reported, the links held back are woken.
+    fn plan(&self, id: u64, unsettled: usize, bytes: usize, credit: u32, draining: bool) -> Plan {
+        let s = &self.shared.settings;
+        let mut st = lock(&self.shared.state);
+        let st = &mut *st;
+        let Some(me) = st.links.iter().position(|l| l.id == id) else { return Plan::Nothing };
+        let credit = credit as usize;
+        let l = &mut st.links[me];
+        let freed = unsettled.saturating_add(credit) < l.held() || bytes < l.bytes;
+        (l.unsettled, l.bytes, l.credit) = (unsettled, bytes, credit);
+        let (mut others_held, mut others_bytes, mut all_held) = (0usize, 0usize, 0usize);
+        for (i, l) in st.links.iter_mut().enumerate() {
+            all_held = all_held.saturating_add(l.held());
+            if i == me {
+                continue;
+            }
+            others_held = others_held.saturating_add(l.held());
+            others_bytes = others_bytes.saturating_add(l.bytes);
+            if freed && l.wants {
+                l.wants = false;
+                let _ = l.wake.send(Input::Cmd(SubCmd::Wake));
+            }
+        }
+        st.peak_held = st.peak_held.max(all_held);
+        let max_m = s.max_outstanding_messages;
+        let share = (max_m / st.links.len()).max(1);
+        if draining {
+            return Plan::Nothing;
+        }
+        if credit > 0 && unsettled + credit > share {
+            return Plan::Drain;
+        }
+        let room = max_m.saturating_sub(others_held).saturating_sub(unsettled);
+        let fair = share.saturating_sub(unsettled);
+        let bytes_full = s.max_outstanding_bytes > 0 && others_bytes.saturating_add(bytes) >= s.max_outstanding_bytes;
+        let l = &mut st.links[me];
+        l.wants = room < fair || (bytes_full && others_bytes > 0);
+        let target = room.min(fair).min(u32::MAX as usize);
+        if bytes_full || target == 0 || target <= credit || credit > target / 2 {
+            return Plan::Nothing;
+        }
+        l.credit = target;
+        st.peak_held = st.peak_held.max(others_held + unsettled + target);
+        Plan::Grant(target as u32)
     }
 
     /// Refuse every further reservation and wake the blocked ones with
@@ -544,8 +666,8 @@ pub struct SubscriberOptions {
     /// The limits (ignored when [`Self::flow_controller`] is given).
     pub flow_control: FlowControlSettings,
     /// Use this controller (and its settings) instead of a new one, e.g. to watch it
-    /// from the handler or to share one state among several subscribers (credit is
-    /// then still computed per link).
+    /// from the handler or to share one state among several subscribers (their
+    /// links' credit then comes from its one count: see the module documentation).
     pub flow_controller: Option<FlowController>,
     /// Worker threads sharing the flow-control state (default 4, at least 1).
     pub workers: usize,
@@ -598,13 +720,23 @@ pub struct SubscriberStats {
     pub overshoots: u64,
     /// FLOW frames sent to raise the credit.
     pub credit_grants: u64,
+    /// Drains of its credit: it held more than its share of a flow controller that
+    /// others joined.
+    pub drains: u64,
     /// Why the subscriber stopped on its own, if it did.
     pub error: Option<String>,
 }
 
 enum SubCmd {
-    Done { delivery_id: u32, size: usize, settled: bool, outcome: Outcome },
+    Done {
+        delivery_id: u32,
+        size: usize,
+        settled: bool,
+        outcome: Outcome,
+    },
     Stop,
+    /// Another subscriber sharing the flow controller holds less now.
+    Wake,
 }
 
 struct Job {
@@ -686,9 +818,12 @@ impl Subscriber {
         }
 
         let stats = Arc::new(Mutex::new(SubscriberStats::default()));
+        let share = flow.join(tx.clone());
         let io = SubIo {
             wire,
             link,
+            share,
+            draining: false,
             flow: flow.clone(),
             owns_flow: options.flow_controller.is_none(),
             reserved: (0, 0),
@@ -752,6 +887,10 @@ impl Drop for Subscriber {
 struct SubIo {
     wire: Wire<SubCmd>,
     link: LinkId,
+    /// Its entry among the links sharing the flow controller.
+    share: u64,
+    /// A drain of its credit is on its way (no grant until the broker answers).
+    draining: bool,
     flow: FlowController,
     /// The controller was made for this subscriber (not given in the options, where
     /// others may share it): closed when it ends.
@@ -794,6 +933,7 @@ impl SubIo {
         for n in 0..messages {
             self.flow.release(if n == 0 { bytes } else { 0 });
         }
+        self.flow.part(self.share);
         if self.owns_flow {
             self.flow.close();
         }
@@ -829,6 +969,7 @@ impl SubIo {
                     }
                 }
                 SubCmd::Stop => self.stopping = true,
+                SubCmd::Wake => {}
             }
         }
         while let Some(e) = self.wire.conn.poll_event() {
@@ -861,6 +1002,14 @@ impl SubIo {
                 }
                 let msg = Message { payload: d.payload, size, delivery_id: d.delivery_id };
                 self.waiting.push_back(Job { msg, settled: d.settled });
+                Ok(())
+            }
+            Event::SenderFlow { link, credit, drain, .. } if link == self.link => {
+                // The broker answered the drain (or the credit is used up, and with it
+                // the drain): what it sent under that credit has all arrived.
+                if drain || credit == 0 {
+                    self.draining = false;
+                }
                 Ok(())
             }
             Event::Detached { link, error, .. } if link == self.link => Err(link_error("link detached", error)),
@@ -919,22 +1068,30 @@ impl SubIo {
         }
     }
 
-    /// Raise the credit to `max_outstanding_messages − unsettled`, unless either
-    /// limit is reached; top up once the credit has fallen to half of that.
+    /// Raise the credit to `max_outstanding_messages − unsettled` (alone on its flow
+    /// controller; with others, what its share and theirs leave: [`FlowController::plan`]),
+    /// unless either limit is reached; top up once the credit has fallen to half of that.
     fn grant(&mut self) {
         if self.stopping {
             return;
         }
-        let s = &self.settings;
-        let paused = self.unsettled >= s.max_outstanding_messages
-            || (s.max_outstanding_bytes > 0 && self.unsettled_bytes >= s.max_outstanding_bytes);
-        if paused {
-            return;
-        }
-        let target = (s.max_outstanding_messages - self.unsettled).min(u32::MAX as usize) as u32;
         let current = self.wire.conn.link_credit(self.link);
-        if target > current && current <= target / 2 && self.wire.conn.grant_credit(self.link, target, false).is_ok() {
-            self.stats.credit_grants += 1;
+        if current == 0 {
+            self.draining = false;
+        }
+        match self.flow.plan(self.share, self.unsettled, self.unsettled_bytes, current, self.draining) {
+            Plan::Nothing => {}
+            Plan::Grant(target) => {
+                if self.wire.conn.grant_credit(self.link, target, false).is_ok() {
+                    self.stats.credit_grants += 1;
+                }
+            }
+            Plan::Drain => {
+                if self.wire.conn.grant_credit(self.link, current, true).is_ok() {
+                    self.draining = true;
+                    self.stats.drains += 1;
+                }
+            }
         }
     }
 }
