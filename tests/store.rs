@@ -242,6 +242,67 @@ fn a_torn_tail_is_cut_and_every_complete_record_kept() {
     assert_eq!(got, (0..9).collect::<Vec<u32>>());
 }
 
+/// Segments with nothing live at a restart are tracked like the others and deleted
+/// oldest first. Before, recovery left them out of its count: such a segment stayed on
+/// disk for good (one more at every restart), and once the later segment holding the
+/// acks of its messages was deleted, the next restart brought those accepted messages
+/// back (3 here).
+#[test]
+fn messages_accepted_before_a_restart_stay_gone_after_the_next_ones() {
+    let dir = fresh_dir("untracked");
+    let one = env(&dir, &[("SLUICE_SHARDS", "1")]);
+    // The first segment: more messages than the broker moves to free an old segment (10,000),
+    // so it pins every later segment until run 4.
+    let mut b = Broker::start(&one);
+    publish_pipelined(&b, "queues/pin", 10_001);
+    b.kill9();
+    // The second: three messages, accepted in the next run.
+    let mut b = Broker::start(&one);
+    publish(&b, "queues/acked", 3);
+    b.kill9();
+    // The third: their acks, and a message that stays until run 4 (its publish is
+    // committed after the acks). Nothing is live in the second now.
+    let mut b = Broker::start(&one);
+    assert_eq!(read_queue(&b, "queues/acked"), vec![0, 1, 2]);
+    publish(&b, "queues/later", 1);
+    b.kill9();
+    // Run 4: the others are accepted; nothing is live in the first three any more.
+    let mut b = Broker::start(&one);
+    assert_eq!(read_queue(&b, "queues/pin").len(), 10_001);
+    assert_eq!(read_queue(&b, "queues/later"), vec![0]);
+    publish(&b, "queues/barrier", 1);
+    b.kill9();
+    let left = segments(&dir, "queues");
+    let b = Broker::start(&one);
+    assert_eq!(read_queue(&b, "queues/acked"), Vec::<u32>::new(), "accepted messages came back ({left:?})");
+    assert!(left.len() <= 2, "the first three segments are still there: {left:?}");
+}
+
+/// A segment file created by a commit that a crash cut before its first block reached
+/// the disk (empty, or zeros) holds nothing: the next start deletes it and goes on,
+/// also when later segments follow it. Before, it was refused as a segment without a
+/// header in the middle of the log.
+#[test]
+fn a_segment_left_empty_by_a_crash_does_not_stop_the_next_start() {
+    let dir = fresh_dir("emptyseg");
+    let one = env(&dir, &[("SLUICE_SHARDS", "1")]);
+    let mut b = Broker::start(&one);
+    publish_range(&b, "queues/empty-seg", 0..5);
+    b.kill9();
+    // What the crash left: the next segment created, nothing in it.
+    let first = segments(&dir, "queues").pop().unwrap();
+    let empty = first.with_file_name("00000000000000000002.log");
+    std::fs::write(&empty, b"").unwrap();
+    let zeros = first.with_file_name("00000000000000000003.log");
+    std::fs::write(&zeros, vec![0u8; 4096]).unwrap();
+    let mut b = Broker::start(&one);
+    publish_range(&b, "queues/empty-seg", 5..10);
+    b.kill9();
+    assert!(!empty.exists() && !zeros.exists(), "{:?}", segments(&dir, "queues"));
+    let b = Broker::start(&one);
+    assert_eq!(read_queue(&b, "queues/empty-seg"), (0..10).collect::<Vec<u32>>());
+}
+
 #[test]
 fn a_flipped_bit_mid_log_refuses_to_start_naming_file_and_offset() {
     let dir = fresh_dir("flip");
@@ -643,6 +704,25 @@ fn a_full_disk_rejects_instead_of_accepting_and_recovers_when_space_returns() {
     assert_eq!(err.condition, "amqp:resource-limit-exceeded");
     assert!(accepted > 5 && accepted < 25, "{accepted}");
     assert_eq!(b.metric("sluice_store_healthy"), Some(0.0));
+    // Not a byte left: the next commit, on a fresh segment, cannot write anything. It
+    // leaves no file behind (before, the segment was cut back to a header that was
+    // never written, 16 zero bytes in the middle of the log, which a later start
+    // refused).
+    let filler = format!("{}/filler", mount.0);
+    {
+        use std::io::Write;
+        let mut f = std::fs::File::create(&filler).unwrap();
+        let block = vec![1u8; 4096];
+        while f.write_all(&block).is_ok() {}
+        let _ = f.write_all(&[1u8]);
+        while f.write_all(&[1u8]).is_ok() {}
+    }
+    assert!(!publish_one(&mut c, s, &big), "accepted on a full disk");
+    for seg in segments(&data, "queues") {
+        let head = std::fs::read(&seg).unwrap();
+        assert!(head.starts_with(b"SLUICE01"), "{} has no header ({} bytes)", seg.display(), head.len());
+    }
+    std::fs::remove_file(&filler).unwrap();
     // Space returns: the next publish is stored and accepted again.
     mount.resize("64m");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
@@ -655,6 +735,18 @@ fn a_full_disk_rejects_instead_of_accepting_and_recovers_when_space_returns() {
         std::thread::sleep(Duration::from_millis(300));
     }
     assert_eq!(b.metric("sluice_store_healthy"), Some(1.0));
+    // Everything accepted is there after a crash (and a rejected publish may be too).
+    drop(c);
+    let mut b = b;
+    b.kill9();
+    let b = Broker::start(&env(&data, &[("SLUICE_SHARDS", "1")]));
+    let mut c = Client::connect(b.addr(), "full-after").unwrap();
+    let ch = c.begin().unwrap();
+    let r = c.attach_receiver(ch, "r", Some("queues/full"), &LinkOptions::default()).unwrap();
+    c.engine().grant_credit(r, 1000, false).unwrap();
+    let got = drain_all(&mut c, r, Duration::from_millis(800), true);
+    assert!(got.iter().filter(|b| b.len() == big.len()).count() >= accepted as usize, "{} of {accepted}", got.len());
+    assert!(got.iter().any(|b| b == b"after"), "the publish accepted after space returned is gone");
 }
 
 /// One unsettled publish: Some(true) accepted, Some(false) rejected.

@@ -337,12 +337,40 @@ impl Journal {
 
     /// Start a new segment: later records go there, after a snapshot of the cursors.
     fn roll(&mut self) {
-        self.active += 1;
-        self.active_bytes = 0;
-        self.live.entry(self.active).or_insert(0);
         let buf = self.spare_data.pop().unwrap_or_default();
-        self.batches.push_back((self.active, buf, 0));
+        self.roll_with(buf, 0);
+    }
+
+    /// [`Journal::roll`] into a segment that starts with `records` (`count` of them).
+    fn roll_with(&mut self, records: Vec<u8>, count: u64) {
+        self.active += 1;
+        self.active_bytes = records.len() as u64;
+        self.live.entry(self.active).or_insert(0);
+        self.batches.push_back((self.active, records, count));
         self.write_snapshot();
+    }
+
+    /// A commit failed and the writer cut segment `failed` back: the log goes on in a
+    /// fresh segment, which starts with what must not be lost. Records appended to
+    /// `failed` (or before it) while that commit was being written were never tried:
+    /// they move to the new segment whole (left queued, the next commit would write
+    /// to a segment that exists and fail too). Of the failed commit's own records,
+    /// the ones that state what already happened (acks, receive counts, cursors and
+    /// their deletions, sequence marks and floors) are written again; its publishes
+    /// are not (they were rejected). The snapshot of cursors and marks comes after
+    /// them, so it stays the latest word.
+    fn resume_after_failure(&mut self, failed: &[Batch], failed_seg: u64) {
+        let mut records = self.spare_data.pop().unwrap_or_default();
+        let mut count = 0;
+        for (_, data, _) in failed {
+            count += keep_records(&mut records, data, |t| t != rtype::QUEUE_PUBLISH && t != rtype::STORE_PUBLISH);
+        }
+        while self.batches.front().is_some_and(|b| b.0 <= failed_seg) {
+            let Some((_, data, n)) = self.batches.pop_front() else { break };
+            records.extend_from_slice(&data);
+            count += n;
+        }
+        self.roll_with(records, count);
     }
 
     /// Every durable cursor and sequence mark, at the start of the active segment.
@@ -676,11 +704,14 @@ impl Journal {
         }
     }
 
-    /// Segments that can be deleted: the oldest ones with nothing live, never the active one.
-    fn reclaimable(&mut self) -> Vec<u64> {
+    /// Segments that can be deleted: the oldest ones with nothing live, never the
+    /// active one nor `open`, the one the writer still has open (it goes once the
+    /// writer has moved on: dropped from `live` while it could not be deleted, it
+    /// would stay on disk untracked).
+    fn reclaimable(&mut self, open: u64) -> Vec<u64> {
         let mut v = Vec::new();
         while let Some((&seg, &n)) = self.live.iter().next() {
-            if seg >= self.active || n > 0 {
+            if seg >= self.active || seg == open || n > 0 {
                 break;
             }
             self.live.remove(&seg);
@@ -699,10 +730,11 @@ impl Journal {
         let (batches, _acks, mut moved) = self.take();
         if ok {
             self.committed(&mut moved);
-            self.reclaimable()
+            self.reclaimable(u64::MAX)
         } else {
             self.commit_failed(&mut moved, &batches);
-            self.roll();
+            let failed = batches.iter().map(|b| b.0).max().unwrap_or(self.active);
+            self.resume_after_failure(&batches, failed);
             Vec::new()
         }
     }
@@ -711,6 +743,24 @@ impl Journal {
     pub(crate) fn simulate_roll(&mut self) {
         self.roll();
     }
+}
+
+/// Append to `out` the framed records of `data` whose type passes `keep`; returns how
+/// many. `data` is what [`frame_record`] wrote, so a record that does not parse ends
+/// the walk.
+fn keep_records(out: &mut Vec<u8>, data: &[u8], keep: impl Fn(u8) -> bool) -> u64 {
+    let mut at = 0;
+    let mut n = 0;
+    while let Some(head) = data.get(at..at + RECORD_HEAD) {
+        let len = RECORD_HEAD + u32::from_be_bytes([head[2], head[3], head[4], head[5]]) as usize;
+        let Some(record) = data.get(at..at + len) else { break };
+        if keep(head[1]) {
+            out.extend_from_slice(record);
+            n += 1;
+        }
+        at += len;
+    }
+    n
 }
 
 /// `tail` becomes the last `keep` bytes of `tail` followed by `data` (`keep` is at
@@ -735,6 +785,9 @@ pub struct Writer {
     seg: u64,
     /// Logical end of the data in the active segment.
     pos: u64,
+    /// End of what the last successful sync of the active segment made durable (0:
+    /// nothing, not even its header).
+    durable: u64,
     /// The bytes of the last, partial, block (rewritten with the next commit).
     tail: Vec<u8>,
     sizes: BTreeMap<u64, u64>,
@@ -744,7 +797,7 @@ impl Writer {
     /// A writer for a log directory (created if missing); existing segments are
     /// listed with their sizes for the metrics.
     pub fn new(dir: PathBuf, kind: LogKind, shard: u16, existing: BTreeMap<u64, u64>) -> Writer {
-        Writer { dir, kind, shard, file: None, seg: u64::MAX, pos: 0, tail: Vec::new(), sizes: existing }
+        Writer { dir, kind, shard, file: None, seg: u64::MAX, pos: 0, durable: 0, tail: Vec::new(), sizes: existing }
     }
 
     async fn open_segment(&mut self, seg: u64) -> std::io::Result<()> {
@@ -755,6 +808,12 @@ impl Writer {
             let _ = f.close().await;
             synced?;
         }
+        // From here on a failure concerns the new segment (abandon deletes it: nothing
+        // in it is durable yet).
+        self.seg = seg;
+        self.pos = 0;
+        self.durable = 0;
+        self.tail.clear();
         let path = self.dir.join(segment_name(seg));
         let file = glommio::io::OpenOptions::new()
             .create_new(true)
@@ -768,9 +827,6 @@ impl Writer {
         dir.sync().await.map_err(glommio_err)?;
         let _ = dir.close().await;
         self.file = Some(file);
-        self.seg = seg;
-        self.pos = 0;
-        self.tail.clear();
         self.tail.extend_from_slice(&header(self.kind, self.shard));
         self.pos = HEADER_LEN as u64;
         self.sizes.insert(seg, 0);
@@ -807,21 +863,40 @@ impl Writer {
 
     async fn sync(&mut self) -> std::io::Result<()> {
         match self.file.as_ref() {
-            Some(f) => f.fdatasync().await.map_err(glommio_err),
+            Some(f) => {
+                f.fdatasync().await.map_err(glommio_err)?;
+                self.durable = self.pos;
+                Ok(())
+            }
             None => Ok(()),
         }
     }
 
-    /// Cut the active segment back to its last good commit and stop using it.
+    /// Cut the active segment back to what its last successful sync made durable
+    /// (what a failed commit wrote was never acknowledged) and stop using it; a
+    /// segment with nothing durable is deleted (left empty, it would sit in the middle
+    /// of the log without a header).
     async fn abandon(&mut self) {
         if let Some(f) = self.file.take() {
             let _ = f.close().await;
         }
+        if self.seg == u64::MAX {
+            return;
+        }
         let path = self.dir.join(segment_name(self.seg));
-        let cut = std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| {
-            f.set_len(self.pos)?;
-            f.sync_all()
-        });
+        let cut = if self.durable == 0 {
+            self.sizes.remove(&self.seg);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+                _ => std::fs::File::open(&self.dir).and_then(|d| d.sync_all()),
+            }
+        } else {
+            self.sizes.insert(self.seg, self.durable);
+            std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| {
+                f.set_len(self.durable)?;
+                f.sync_all()
+            })
+        };
         if let Err(e) = cut {
             tracing::error!(segment = %path.display(), error = %e, "could not cut a failed segment back");
         }
@@ -909,7 +984,7 @@ pub async fn commit_loop(
                 health.set(true);
                 release(&mut acks);
                 journal.borrow_mut().committed(&mut moved);
-                let gone = journal.borrow_mut().reclaimable();
+                let gone = journal.borrow_mut().reclaimable(writer.seg);
                 for seg in gone {
                     writer.remove(seg);
                 }
@@ -926,13 +1001,14 @@ pub async fn commit_loop(
                     j.commit_failed(&mut moved, &batches);
                 }
                 health.set(false);
-                let mut rejected: Vec<ShardMsg> = acks.drain(..).map(reject).collect();
-                release(&mut rejected);
                 // Whatever reached the file after the last good commit is cut off and
                 // the log continues in a fresh segment, so a torn region never ends
-                // up in the middle of the log.
+                // up in the middle of the log. Then the publishers hear: a rejected
+                // publish's record is gone from the file by then.
                 writer.abandon().await;
-                journal.borrow_mut().roll();
+                journal.borrow_mut().resume_after_failure(&batches, writer.seg);
+                let mut rejected: Vec<ShardMsg> = acks.drain(..).map(reject).collect();
+                release(&mut rejected);
             }
         }
         journal.borrow_mut().recycle(batches, acks);
@@ -1017,7 +1093,7 @@ mod tests {
         let old = j.queue_publish(&queue_key(), 1, 0, b"m");
         let (_, _, mut moved) = j.take();
         j.committed(&mut moved);
-        assert!(j.reclaimable().is_empty());
+        assert!(j.reclaimable(u64::MAX).is_empty());
         j.roll();
         j.roll();
         assert_eq!(j.oldest_pinned(), Some((old, 1)));
@@ -1036,11 +1112,11 @@ mod tests {
         j.moved_from(old);
         assert_ne!(new, old);
         j.committed(&mut moved1);
-        assert!(!j.reclaimable().contains(&old), "segment deleted while the new record was only in memory");
+        assert!(!j.reclaimable(u64::MAX).contains(&old), "segment deleted while the new record was only in memory");
         let (batches, _, mut moved2) = j.take();
         assert!(batches.iter().any(|b| b.0 == new && b.2 > 0), "the next commit carries the new record");
         j.committed(&mut moved2);
-        assert!(j.reclaimable().contains(&old));
+        assert!(j.reclaimable(u64::MAX).contains(&old));
     }
 
     /// A commit that carried compacted records fails: the old segment stays until
@@ -1052,11 +1128,11 @@ mod tests {
         j.moved_from(old);
         let (batches, _, mut moved) = j.take();
         j.commit_failed(&mut moved, &batches);
-        j.roll();
+        j.resume_after_failure(&batches, new);
         // A later commit succeeds before anything is appended again.
         let (_, _, mut moved) = j.take();
         j.committed(&mut moved);
-        assert!(!j.reclaimable().contains(&old), "old segment deleted after its copy was cut");
+        assert!(!j.reclaimable(u64::MAX).contains(&old), "old segment deleted after its copy was cut");
         let suspect = j.take_suspects();
         assert!(suspect.contains(&new), "the segment whose records were cut is suspect: {suspect:?}");
         assert!(j.take_suspects().is_empty(), "taken once");
@@ -1065,8 +1141,71 @@ mod tests {
         j.redo_done();
         let (_, _, mut moved) = j.take();
         j.committed(&mut moved);
-        let gone = j.reclaimable();
+        let gone = j.reclaimable(u64::MAX);
         assert!(gone.contains(&old) && gone.contains(&new), "{gone:?}");
+    }
+
+    /// (type, channel-local id) of the framed records of `data`.
+    fn record_ids(data: &[u8]) -> Vec<(u8, u64)> {
+        let mut v = Vec::new();
+        let mut at = 0;
+        while let Some(head) = data.get(at..at + RECORD_HEAD) {
+            let len = u32::from_be_bytes([head[2], head[3], head[4], head[5]]) as usize;
+            let body = &data[at + RECORD_HEAD..at + RECORD_HEAD + len];
+            // Body: pattern, name length (u16), name, then the id (u64).
+            let name = u16::from_be_bytes([body[1], body[2]]) as usize;
+            let id = u64::from_be_bytes(body[3 + name..11 + name].try_into().unwrap());
+            v.push((head[1], id));
+            at += RECORD_HEAD + len;
+        }
+        v
+    }
+
+    /// A commit fails while records were appended after it was taken: those records
+    /// go to the fresh segment (before, they stayed queued for the cut segment, the
+    /// next commit failed to create that segment again and dropped them: an ack among
+    /// them brought its accepted message back after a restart), and so do the failed
+    /// commit's acks and receive counts, but not its publishes (rejected).
+    #[test]
+    fn records_of_a_failed_segment_go_on_in_the_next_one() {
+        let mut j = Journal::enabled(LogKind::Queues, 1, BTreeMap::new());
+        let seg = j.queue_publish(&queue_key(), 1, 0, b"one");
+        let (_, _, mut moved) = j.take();
+        j.committed(&mut moved);
+        // The commit that fails: an ack of 1, a publish of 2.
+        j.queue_ack(&queue_key(), 1, seg);
+        j.queue_publish(&queue_key(), 2, 0, b"two");
+        let (failed, _, mut moved) = j.take();
+        // Appended while it is being written.
+        j.queue_publish(&queue_key(), 3, 0, b"three");
+        j.queue_delivered(&queue_key(), 3, 1);
+        j.commit_failed(&mut moved, &failed);
+        j.resume_after_failure(&failed, seg);
+        let (next, _, _) = j.take();
+        let written: Vec<_> = next.iter().filter(|b| !b.1.is_empty()).collect();
+        assert_eq!(written.len(), 1, "one segment: {:?}", next.iter().map(|b| b.0).collect::<Vec<_>>());
+        assert_eq!(written[0].0, seg + 1);
+        assert_eq!(
+            record_ids(&written[0].1),
+            vec![(rtype::QUEUE_ACK, 1), (rtype::QUEUE_PUBLISH, 3), (rtype::QUEUE_DELIVERED, 3)]
+        );
+        assert_eq!(written[0].2, 3);
+    }
+
+    /// The segment a commit is still writing when the log rolls, and whose messages
+    /// are all settled by the end of that commit, is deleted once the writer has moved
+    /// on. Before, it left the live map while the writer could not delete it (the
+    /// file it had open) and stayed on disk, untracked, until the next restart.
+    #[test]
+    fn a_segment_emptied_while_the_writer_has_it_open_is_deleted_later() {
+        let mut j = Journal::enabled(LogKind::Queues, 1, BTreeMap::new());
+        let seg = j.queue_publish(&queue_key(), 1, 0, b"m");
+        let (_, _, mut moved) = j.take();
+        j.roll();
+        j.queue_ack(&queue_key(), 1, seg);
+        j.committed(&mut moved);
+        assert!(j.reclaimable(seg).is_empty(), "deleted while the writer has it open");
+        assert_eq!(j.reclaimable(seg + 1), vec![seg]);
     }
 
     /// Marks of forgotten channels past the limit are folded into floors that are

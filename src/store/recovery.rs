@@ -75,6 +75,10 @@ pub struct RecoveredShard {
     pub bytes: u64,
     /// Torn tails cut (file, offset, bytes dropped).
     pub torn: Vec<(PathBuf, u64, u64)>,
+    /// Segment files with nothing ever written to them (empty, or zeros only: created
+    /// by a commit that failed or was cut by a crash before its first block reached
+    /// the disk), deleted at start and by repair, listed by verify.
+    pub unwritten: Vec<PathBuf>,
 }
 
 /// Why recovery stopped.
@@ -146,6 +150,15 @@ pub fn recover(data_dir: &Path, shard: usize, mode: Mode) -> Result<RecoveredSha
             *r.events_log.live.entry(e.seg).or_insert(0) += 1;
         }
     }
+    // Every segment on disk is tracked, also one with nothing live: segments are
+    // deleted oldest first once nothing in them is live, so one left out would never
+    // go, and the later segments that hold what supersedes its records (the acks of
+    // its messages) could be deleted before it, bringing those records back.
+    for log in [&mut r.queue_log, &mut r.events_log] {
+        for &id in log.sizes.keys() {
+            log.live.entry(id).or_insert(0);
+        }
+    }
     Ok(r)
 }
 
@@ -172,6 +185,16 @@ fn read_log(dir: &Path, kind: LogKind, mode: Mode, r: &mut RecoveredShard) -> Re
         let path = dir.join(super::segment_name(id));
         let last = i + 1 == ids.len();
         let buf = std::fs::read(&path).map_err(|error| RecoveryError::Io { file: path.clone(), error })?;
+        if buf.iter().all(|b| *b == 0) {
+            // Never written (a commit writes the header with its first records and
+            // syncs before anything in it is acknowledged): nothing to recover.
+            if mode != Mode::Verify {
+                std::fs::remove_file(&path).map_err(|error| RecoveryError::Io { file: path.clone(), error })?;
+            }
+            r.unwritten.push(path);
+            state.next_segment = id.saturating_add(1);
+            continue;
+        }
         let end = match scan(&buf, kind, id, r) {
             Ok(end) => end,
             Err((offset, reason)) => {
@@ -236,7 +259,14 @@ fn record_at_within(buf: &[u8], at: usize, budget: &mut usize) -> Option<usize> 
         return None;
     }
     let body = buf.get(at + RECORD_HEAD..at + RECORD_HEAD + len)?;
-    *budget = budget.checked_sub(len)?;
+    // A candidate the budget cannot pay for spends what is left: the search stops
+    // there (before, it skipped such candidates and could pass over valid records
+    // longer than the remainder, taking corruption for a torn tail).
+    let Some(left) = budget.checked_sub(len) else {
+        *budget = 0;
+        return None;
+    };
+    *budget = left;
     let want = u32::from_be_bytes([h[6], h[7], h[8], h[9]]);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&h[1..6]), body);
     (crc == want).then_some(RECORD_HEAD + len)
@@ -484,6 +514,30 @@ mod torn_tests {
         head.extend_from_slice(&[0, 0, 0, 0]);
         let tail: Vec<u8> = head.iter().copied().cycle().take(8 << 20).collect();
         buf.extend_from_slice(&tail);
+        assert!(valid_record_after(&buf, at));
+    }
+
+    /// Candidates that leave part of the budget, then valid records longer than that
+    /// part: corruption (the budget is spent), not a torn tail. Before, candidates
+    /// the remainder could not pay for were skipped and the search ended with
+    /// "nothing valid after it", so start-up cut the valid records away.
+    #[test]
+    fn valid_records_longer_than_the_budget_left_are_not_taken_for_a_torn_tail() {
+        let mut buf = records(1);
+        let at = buf.len();
+        // The damage, then 51 candidates of 5 MiB with bad checksums: they leave 1 MiB
+        // of the 256 MiB budget.
+        let len = 5u32 << 20;
+        for _ in 0..52 {
+            let start = buf.len();
+            buf.extend_from_slice(&[RECORD_MARK, 9]);
+            buf.extend_from_slice(&len.to_be_bytes());
+            buf.extend_from_slice(&[0, 0, 0, 0]);
+            buf.resize(start + RECORD_HEAD + len as usize, 0x33);
+        }
+        for _ in 0..2 {
+            frame_record(&mut buf, 9, &[&vec![0x44u8; 2 << 20]]);
+        }
         assert!(valid_record_after(&buf, at));
     }
 }

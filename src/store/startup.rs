@@ -48,6 +48,9 @@ pub fn recover_all(settings: &Settings) -> std::io::Result<Vec<RecoveredShard>> 
         for (file, offset, dropped) in &r.torn {
             tracing::warn!(file = %file.display(), offset, dropped, "cut a torn tail (an unfinished last commit)");
         }
+        for file in &r.unwritten {
+            tracing::warn!(file = %file.display(), "deleted a segment nothing was ever written to (an unfinished or failed commit)");
+        }
         records += r.records;
         bytes += r.bytes;
         messages += r.queues.values().map(|q| q.len()).sum::<usize>();
@@ -96,6 +99,10 @@ pub fn command(settings: &Settings, repair: bool) -> i32 {
                 for (file, offset, dropped) in &r.torn {
                     let verb = if repair { "cut" } else { "torn tail (start-up cuts it)" };
                     println!("  {verb}: {} at offset {offset} ({dropped} bytes)", file.display());
+                }
+                for file in &r.unwritten {
+                    let verb = if repair { "deleted" } else { "never written (start-up deletes it)" };
+                    println!("  {verb}: {}", file.display());
                 }
             }
             Err(e) => {
