@@ -1319,6 +1319,33 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::Enable.env()
         )));
     }
+    let tls = !s.tls_cert_file.is_empty() || !s.tls_key_file.is_empty();
+    if amqp && s.port == 0 && !tls {
+        // The TLS port is bound only with a certificate: nothing would listen.
+        return Err(ConfigError(format!(
+            "port is 0 and no TLS certificate is set ({}, {}): nothing would listen for AMQP",
+            Key::TlsCertFile.env(),
+            Key::TlsKeyFile.env()
+        )));
+    }
+    if amqp && tls && s.port != 0 && s.port == s.tls_port {
+        // Both listeners share the port (SO_REUSEPORT): the kernel would hand each new
+        // connection to either at random.
+        return Err(ConfigError(format!(
+            "port and tls_port are both {}: give the plain and the TLS listener different ports ({}, {})",
+            s.port,
+            Key::Port.env(),
+            Key::TlsPort.env()
+        )));
+    }
+    if !s.tls_client_ca_file.is_empty() && !tls {
+        return Err(ConfigError(format!(
+            "{} is set without a TLS certificate and key ({}, {}): client certificates need the TLS listener",
+            Key::TlsClientCaFile.env(),
+            Key::TlsCertFile.env(),
+            Key::TlsKeyFile.env()
+        )));
+    }
     Ok(s)
 }
 

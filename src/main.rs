@@ -39,6 +39,10 @@ fn main() {
         Command::Help(text) => println!("{text}"),
         Command::Version => println!("sluice {}", env!("CARGO_PKG_VERSION")),
         Command::CheckConfig(s) => {
+            if let Err(e) = sluice::server::check_files(&s) {
+                eprintln!("sluice: {e}");
+                std::process::exit(2);
+            }
             println!(
                 "configuration is valid: {} shard(s), AMQP on {}:{}, admin on {}",
                 s.shards, s.host, s.port, s.admin_addr
@@ -46,6 +50,11 @@ fn main() {
         }
         Command::Run(s) => {
             init_logging(s.log_format);
+            if let Err(e) = sluice::server::check_files(&s) {
+                tracing::error!(error = %e, "invalid configuration");
+                eprintln!("sluice: {e}");
+                std::process::exit(2);
+            }
             if let Err(e) = run(s) {
                 tracing::error!(error = %e, "sluice stopped");
                 eprintln!("sluice: {e}");

@@ -14,15 +14,7 @@ pub fn global(mut settings: Settings) -> std::io::Result<Arc<Global>> {
     // publish): it is made absolute once, against the working directory at start.
     settings.data_dir = std::path::absolute(&settings.data_dir)?;
     let shards = settings.shards;
-    let path = |s: &str| (!s.is_empty()).then(|| std::path::PathBuf::from(s));
-    let auth = crate::auth::AuthConfig {
-        enabled: settings.auth_enabled,
-        jwt_key_file: path(&settings.auth_jwt_key_file),
-        jwt_audience: (!settings.auth_jwt_audience.is_empty()).then(|| settings.auth_jwt_audience.clone()),
-        casbin_model: path(&settings.auth_casbin_model),
-        casbin_policy: path(&settings.auth_casbin_policy),
-    };
-    let auth = crate::auth::Authenticator::new(&auth).map_err(std::io::Error::other)?;
+    let auth = crate::auth::Authenticator::new(&auth_config(&settings)).map_err(std::io::Error::other)?;
     Ok(Arc::new(Global {
         auth: Arc::new(auth),
         admin: (0..shards).map(|_| Arc::new(crossbeam_queue::ArrayQueue::new(64))).collect(),
@@ -35,6 +27,30 @@ pub fn global(mut settings: Settings) -> std::io::Result<Arc<Global>> {
         events_dir: Arc::new(crate::broker::directory::EventsDirectory::default()),
         store_ok: (0..shards).map(|_| Arc::new(AtomicBool::new(true))).collect(),
     }))
+}
+
+fn auth_config(settings: &Settings) -> crate::auth::AuthConfig {
+    let path = |s: &str| (!s.is_empty()).then(|| std::path::PathBuf::from(s));
+    crate::auth::AuthConfig {
+        enabled: settings.auth_enabled,
+        jwt_key_file: path(&settings.auth_jwt_key_file),
+        jwt_audience: (!settings.auth_jwt_audience.is_empty()).then(|| settings.auth_jwt_audience.clone()),
+        casbin_model: path(&settings.auth_casbin_model),
+        casbin_policy: path(&settings.auth_casbin_policy),
+    }
+}
+
+/// Load what the configuration names on disk as a start would: the JWT key, the
+/// casbin model and policy, the TLS certificate, key and client CA. `check-config`
+/// runs it, and so does the binary before it starts, so a file that is missing or
+/// unusable is a configuration error (exit 2, not restarted by systemd) rather than a
+/// failed start.
+pub fn check_files(settings: &Settings) -> Result<(), String> {
+    crate::auth::Authenticator::new(&auth_config(settings))?;
+    if settings.enable {
+        crate::net::tls::server_config(settings)?;
+    }
+    Ok(())
 }
 
 /// Raise the soft limit on open files to the hard limit, as most servers (and Go's

@@ -2783,6 +2783,43 @@ fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
     assert_eq!(c.wait_outcome(l, id).unwrap(), Some(DeliveryState::Accepted));
 }
 
+/// With authentication on, a sasl-init naming a mechanism that was not offered
+/// (ANONYMOUS; PLAIN in lower case) and a bare AMQP header are refused like any other
+/// failed authentication: counted in `sluice_auth_total{outcome="failure"}` and
+/// audited (and a sasl-init answered only after the failure delay). Before, the
+/// engine refused them itself and the broker never heard: no audit line, no delay, and
+/// the counters stayed at 0.
+#[test]
+fn unoffered_mechanisms_and_bare_connections_count_as_failed_authentications() {
+    let dir = common::fresh_dir("unoffered");
+    let key = format!("{dir}/jwt.key");
+    std::fs::write(&key, "0123456789abcdef0123456789abcdef-test-secret").unwrap();
+    let b = Broker::start(&[("SLUICE_AUTH_ENABLED", "true"), ("SLUICE_AUTH_JWT_KEY_FILE", &key)]);
+    for mechanism in ["ANONYMOUS", "plain"] {
+        let mut s = connect(&b);
+        s.write_all(&SASL_HEADER).unwrap();
+        s.write_all(&sasl_init(mechanism, Some(b"\0user\0password"))).unwrap();
+        let mut got = Vec::new();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let _ = s.read_to_end(&mut got);
+        let mut de = Deframer::new(u32::MAX);
+        de.push(&got[8..]);
+        let frames: Vec<SaslFrame> =
+            std::iter::from_fn(|| de.next_frame().ok().flatten()).map(|f| f.decode_sasl().unwrap()).collect();
+        assert!(matches!(frames.last(), Some(SaslFrame::Outcome(SaslOutcome { code: 1, .. }))), "{frames:?}");
+    }
+    let mut s = connect(&b);
+    s.write_all(&AMQP_HEADER).unwrap();
+    let mut got = Vec::new();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = s.read_to_end(&mut got);
+    assert_eq!(got, SASL_HEADER, "a bare connection is answered with the SASL header and closed");
+    for mechanism in ["anonymous", "plain", "none"] {
+        let sample = format!("sluice_auth_total{{mechanism=\"{mechanism}\",outcome=\"failure\"}}");
+        assert_eq!(b.metric(&sample), Some(1.0), "{sample}");
+    }
+}
+
 /// A stream of FLOW frames on a connection with many events-store subscriptions:
 /// every session FLOW used to walk all of the connection's subscriptions (and every
 /// link FLOW too), so 800,000 frames of 30 bytes against 1,000 subscriptions cost

@@ -45,6 +45,71 @@ fn check_config_validates_without_starting() {
     assert_eq!(bad.status.code(), Some(2));
 }
 
+/// Configurations that parse but could not serve are refused before a start, with
+/// exit code 2 (systemd does not restart it): before, the same ports for the plain and
+/// the TLS listener were accepted (the kernel then handed each connection to either at
+/// random), the plain port off without a TLS certificate listened on nothing while
+/// /healthz said ok, a client CA without a certificate was ignored, and a missing TLS
+/// or JWT key file or a JWT secret under 32 bytes passed check-config and then failed
+/// the start with exit code 1 (restarted in a loop).
+#[test]
+fn configurations_that_could_not_serve_are_refused_with_exit_code_2() {
+    let dir = fresh_dir("badconf");
+    let short = format!("{dir}/short.key");
+    std::fs::write(&short, "only-twenty-bytes!!!").unwrap();
+    let long = format!("{dir}/long.key");
+    std::fs::write(&long, "0123456789abcdef0123456789abcdef").unwrap();
+    let missing = format!("{dir}/missing.pem");
+    let cases: &[(&[(&str, &str)], &str)] = &[
+        (
+            &[
+                ("SLUICE_TLS_CERT_FILE", "cert.pem"),
+                ("SLUICE_TLS_KEY_FILE", "key.pem"),
+                ("CONNECTORS_AMQP10_PORT", "5671"),
+            ],
+            "give the plain and the TLS listener different ports",
+        ),
+        (&[("CONNECTORS_AMQP10_PORT", "0")], "nothing would listen for AMQP"),
+        (&[("SLUICE_TLS_CLIENT_CA_FILE", "ca.pem")], "client certificates need the TLS listener"),
+        (&[("SLUICE_TLS_CERT_FILE", &missing), ("SLUICE_TLS_KEY_FILE", &missing)], "missing.pem"),
+        (&[("SLUICE_AUTH_ENABLED", "true"), ("SLUICE_AUTH_JWT_KEY_FILE", &missing)], "missing.pem"),
+        (&[("SLUICE_AUTH_ENABLED", "true"), ("SLUICE_AUTH_JWT_KEY_FILE", &short)], "shorter than 32 bytes"),
+    ];
+    for (env, says) in cases {
+        for run in [true, false] {
+            let mut cmd = sluice();
+            if run {
+                cmd.env("SLUICE_DATA_DIR", &dir).env("SLUICE_ADMIN_ADDR", "127.0.0.1:0");
+            } else {
+                cmd.arg("check-config");
+            }
+            let out = cmd.envs(env.iter().copied()).output().unwrap();
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{env:?} (start: {run}): {err}");
+            assert!(err.contains(says), "{env:?} (start: {run}): {err}");
+        }
+    }
+    let ok = sluice()
+        .arg("check-config")
+        .envs([("SLUICE_AUTH_ENABLED", "true"), ("SLUICE_AUTH_JWT_KEY_FILE", long.as_str())])
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0), "{}", String::from_utf8_lossy(&ok.stderr));
+}
+
+/// With the AMQP listener off the broker serves its admin endpoint only: /healthz is
+/// ok and the APIs answer with nothing. Before, /healthz answered 503 for ever (it
+/// waited for shards that never run), so an orchestrator restarted it in a loop.
+#[test]
+fn with_the_amqp_listener_off_the_admin_endpoint_is_healthy() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_ENABLE", "false")]);
+    assert_eq!(b.http("/healthz").map(|(s, _)| s), Some(200));
+    let (status, body) = b.http("/api/channels").unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains(r#""total":0"#), "{body}");
+    assert!(std::net::TcpStream::connect(b.addr()).is_err(), "an AMQP listener is up");
+}
+
 #[test]
 fn logs_are_json_lines_when_asked() {
     let dir = fresh_dir("jsonlog");

@@ -131,7 +131,9 @@ impl Mechanism {
     fn parse(name: &str) -> Option<Mechanism> {
         [Mechanism::External, Mechanism::Plain, Mechanism::Anonymous]
             .into_iter()
-            .find(|m| name.eq_ignore_ascii_case(m.wire_name()))
+            // Exact: SASL mechanism names are upper case (RFC 4422 3.1), and what is
+            // offered is what may be chosen.
+            .find(|m| name == m.wire_name())
     }
 }
 
@@ -308,7 +310,11 @@ impl Authenticator {
             Some(path) => {
                 let key = JwtKey::load(path)?;
                 if key.is_weak() {
-                    tracing::warn!(file = %path.display(), "the HS256 secret is shorter than 32 bytes");
+                    // RFC 7518 3.2: a key at least as long as the hash output MUST be used.
+                    return Err(format!(
+                        "JWT key file {}: the HS256 secret is shorter than 32 bytes (RFC 7518 requires at least 32)",
+                        path.display()
+                    ));
                 }
                 Some(key)
             }

@@ -763,6 +763,12 @@ impl Driver {
                 }
             }
             Event::SaslInit(init) => self.on_sasl_init(init),
+            Event::SaslRequired => {
+                // A bare AMQP header while authentication is on: refused by the engine,
+                // audited and counted here like any other failed authentication.
+                let why = crate::auth::AuthError::Protocol("SASL required: bare AMQP connection refused");
+                crate::auth::audit_failure("none", &self.info.source_ip, &why);
+            }
             Event::SaslOutcome(_) => {}
             Event::SessionBegun { channel, .. } => {
                 self.sessions.insert(channel);

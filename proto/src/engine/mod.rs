@@ -116,8 +116,9 @@ pub struct Config {
     pub sasl_mechanisms: Vec<String>,
     /// Server: accept a connection that starts with the plain AMQP header.
     pub allow_no_sasl: bool,
-    /// Server: answer sasl-init with outcome ok at once instead of raising
-    /// [`Event::SaslInit`] for the application to decide.
+    /// Server: answer sasl-init at once (ok for an offered mechanism, auth for any
+    /// other) instead of raising [`Event::SaslInit`] for the application to decide
+    /// (which it then does for every mechanism, offered or not).
     pub sasl_auto_accept: bool,
     /// Client: the SASL layer to use, or None to send the AMQP header directly.
     pub client_sasl: Option<ClientSasl>,
@@ -198,6 +199,9 @@ pub enum Event {
     SaslInit(SaslInit),
     /// Client: the server's SASL outcome code (0 = ok).
     SaslOutcome(u8),
+    /// Server: the peer opened without SASL (the AMQP header) where SASL is required
+    /// (`allow_no_sasl` false); the connection is refused.
+    SaslRequired,
     /// The peer's OPEN (our OPEN has been sent).
     Opened(Box<Open>),
     /// A session is mapped on this local channel.
@@ -792,6 +796,7 @@ impl Connection {
             if server {
                 if !sasl_done && !self.config.allow_no_sasl {
                     self.out.raw(&SASL_HEADER);
+                    self.events.push_back(Event::SaslRequired);
                     return Err(self.bad_header());
                 }
                 self.out.raw(&AMQP_HEADER);
@@ -869,13 +874,12 @@ impl Connection {
         let sasl = frame.decode_sasl()?;
         match (self.phase, sasl) {
             (Phase::SaslInit, SaslFrame::Init(init)) => {
-                if !self.config.sasl_mechanisms.iter().any(|m| init.mechanism == m.as_str()) {
-                    self.write_sasl_outcome(1);
-                    return Ok(());
-                }
                 if self.config.sasl_auto_accept {
-                    self.write_sasl_outcome(0);
+                    let offered = self.config.sasl_mechanisms.iter().any(|m| init.mechanism == m.as_str());
+                    self.write_sasl_outcome(if offered { 0 } else { 1 });
                 } else {
+                    // The application decides, also on a mechanism it did not offer (so
+                    // it can audit and count the refusal like any other).
                     self.phase = Phase::SaslDecision;
                     self.events.push_back(Event::SaslInit(init));
                 }
