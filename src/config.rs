@@ -1338,14 +1338,6 @@ fn resolve(raw: &[Option<Raw>; KEY_COUNT]) -> Result<Settings, ConfigError> {
             Key::TlsPort.env()
         )));
     }
-    if !s.tls_client_ca_file.is_empty() && !tls {
-        return Err(ConfigError(format!(
-            "{} is set without a TLS certificate and key ({}, {}): client certificates need the TLS listener",
-            Key::TlsClientCaFile.env(),
-            Key::TlsCertFile.env(),
-            Key::TlsKeyFile.env()
-        )));
-    }
     Ok(s)
 }
 
@@ -1670,9 +1662,10 @@ mod tests {
         ];
         for (key, lo, hi, below, above) in cases {
             let env = key.env();
-            // The extremes are accepted (a port of 0 needs the other port).
+            // The extremes are accepted (a port of 0 needs the other port, and a plain
+            // port of 0 a TLS certificate).
             for ok in [lo, hi] {
-                settings(&[], &[(env, ok)]);
+                settings(&[], &[(env, ok), ("SLUICE_TLS_CERT_FILE", "/c"), ("SLUICE_TLS_KEY_FILE", "/k")]);
             }
             for bad in [below, above, "99999999999999999999999999999999999999999"] {
                 assert_eq!(error(&[], &[(env, bad)]), format!("{env}={bad} is invalid: must be between {lo} and {hi}"),);
@@ -1803,7 +1796,13 @@ mod tests {
         let both = [("CONNECTORS_AMQP10_PORT", "0"), ("CONNECTORS_AMQP10_TLS_PORT", "0")];
         assert!(error(&[], &both).starts_with("port and tls_port are both 0"));
         assert!(error(&["--port", "0", "--tls-port", "0"], &[]).starts_with("port and tls_port are both 0"));
-        assert_eq!(settings(&["--port", "0"], &[]).port, 0);
+        // The plain port off needs the TLS listener, which needs a certificate.
+        assert!(error(&["--port", "0"], &[]).contains("nothing would listen for AMQP"));
+        let tls = [("SLUICE_TLS_CERT_FILE", "/cert.pem"), ("SLUICE_TLS_KEY_FILE", "/key.pem")];
+        assert_eq!(settings(&["--port", "0"], &tls).port, 0);
+        // Not on the TLS listener's port.
+        let same = error(&["--port", "5671"], &tls);
+        assert!(same.contains("give the plain and the TLS listener different ports"), "{same}");
         assert_eq!(settings(&["--tls-port", "0"], &[]).tls_port, 0);
         let s = settings(&["--enable", "false"], &both);
         assert_eq!((s.enable, s.port, s.tls_port), (false, 0, 0));
