@@ -792,7 +792,7 @@ impl Key {
                 "port",
                 "5672",
                 "0..=65535 (0 disables)",
-                "Plain TCP listener (SASL or bare AMQP); 0 disables it.",
+                "Plain TCP listener (SASL or bare AMQP); 0 disables it (then a TLS certificate is needed). Not the TLS port.",
             ),
             Key::TlsPort => (
                 "tls_port",

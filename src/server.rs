@@ -47,11 +47,11 @@ fn auth_config(settings: &Settings) -> crate::auth::AuthConfig {
 /// failed start.
 pub fn check_files(settings: &Settings) -> Result<(), String> {
     crate::auth::Authenticator::new(&auth_config(settings))?;
-    if !settings.tls_client_ca_file.is_empty() && settings.tls_cert_file.is_empty() && settings.tls_key_file.is_empty()
-    {
-        return Err("SLUICE_TLS_CLIENT_CA_FILE is set without a TLS certificate and key (SLUICE_TLS_CERT_FILE, SLUICE_TLS_KEY_FILE): client certificates need the TLS listener".into());
-    }
     if settings.enable {
+        let no_cert = settings.tls_cert_file.is_empty() && settings.tls_key_file.is_empty();
+        if !settings.tls_client_ca_file.is_empty() && no_cert {
+            return Err("SLUICE_TLS_CLIENT_CA_FILE is set without a TLS certificate and key (SLUICE_TLS_CERT_FILE, SLUICE_TLS_KEY_FILE): client certificates need the TLS listener".into());
+        }
         crate::net::tls::server_config(settings)?;
     }
     Ok(())

@@ -318,8 +318,7 @@ fn a_flipped_bit_mid_log_refuses_to_start_naming_file_and_offset() {
         .env("SLUICE_DATA_DIR", &dir)
         .env("SLUICE_SHARDS", "1")
         .env("SLUICE_DURABILITY", "fsync")
-        .env("CONNECTORS_AMQP10_PORT", "0")
-        .env("CONNECTORS_AMQP10_TLS_PORT", "1")
+        .env("CONNECTORS_AMQP10_PORT", common::free_port().to_string())
         .env("SLUICE_ADMIN_ADDR", "127.0.0.1:0")
         .output()
         .unwrap();

@@ -71,7 +71,8 @@
 //!   again. Messages it has already received stay with it until settled, so a new
 //!   subscriber may wait for them. A link whose node is quiet keeps its share of
 //!   credit unused (credit cannot be moved between links), and with more subscribers
-//!   than `max_outstanding_messages` some get none until others settle. Bytes are
+//!   than `max_outstanding_messages` some get none while the others keep the room
+//!   busy (a link that frees room may take it again before those it wakes). Bytes are
 //!   summed too (no grant once the links' bytes reach the limit), but sluice's
 //!   broker-side byte watermark is per link.
 //! * One connection and one link per subscriber or publisher; the publisher sends
@@ -837,7 +838,14 @@ impl Subscriber {
             stats: SubscriberStats::default(),
             shared: stats.clone(),
         };
-        let io = std::thread::Builder::new().name("sluice-flow-subscriber".into()).spawn(move || io.run())?;
+        let io = match std::thread::Builder::new().name("sluice-flow-subscriber".into()).spawn(move || io.run()) {
+            Ok(io) => io,
+            Err(e) => {
+                // Its share would stay taken from the others for good.
+                flow.part(share);
+                return Err(e);
+            }
+        };
         Ok(Subscriber { tx, flow, stats, io: Some(io), workers })
     }
 

@@ -351,22 +351,24 @@ impl Journal {
     }
 
     /// A commit failed and the writer cut segment `failed` back: the log goes on in a
-    /// fresh segment, which starts with what must not be lost. Records appended to
-    /// `failed` (or before it) while that commit was being written were never tried:
-    /// they move to the new segment whole (left queued, the next commit would write
-    /// to a segment that exists and fail too). Of the failed commit's own records,
+    /// fresh segment, which starts with what must not be lost. Records appended while
+    /// that commit was being written were never tried: they move to the new segment
+    /// whole, whatever segment they were queued for (left queued for `failed`, the next
+    /// commit would write to a segment that exists and fail too; left queued for a
+    /// later one, they would be written before the failed commit's records that come
+    /// after them here, and an older cursor would follow a newer one). Their old
+    /// segment ids keep counting their live records, which pins the new segment too. Of the failed commit's own records,
     /// the ones that state what already happened (acks, receive counts, cursors and
     /// their deletions, sequence marks and floors) are written again; its publishes
     /// are not (they were rejected). The snapshot of cursors and marks comes after
     /// them, so it stays the latest word.
-    fn resume_after_failure(&mut self, failed: &[Batch], failed_seg: u64) {
+    fn resume_after_failure(&mut self, failed: &[Batch]) {
         let mut records = self.spare_data.pop().unwrap_or_default();
         let mut count = 0;
         for (_, data, _) in failed {
             count += keep_records(&mut records, data, |t| t != rtype::QUEUE_PUBLISH && t != rtype::STORE_PUBLISH);
         }
-        while self.batches.front().is_some_and(|b| b.0 <= failed_seg) {
-            let Some((_, data, n)) = self.batches.pop_front() else { break };
+        while let Some((_, data, n)) = self.batches.pop_front() {
             records.extend_from_slice(&data);
             count += n;
         }
@@ -733,8 +735,7 @@ impl Journal {
             self.reclaimable(u64::MAX)
         } else {
             self.commit_failed(&mut moved, &batches);
-            let failed = batches.iter().map(|b| b.0).max().unwrap_or(self.active);
-            self.resume_after_failure(&batches, failed);
+            self.resume_after_failure(&batches);
             Vec::new()
         }
     }
@@ -1006,7 +1007,7 @@ pub async fn commit_loop(
                 // up in the middle of the log. Then the publishers hear: a rejected
                 // publish's record is gone from the file by then.
                 writer.abandon().await;
-                journal.borrow_mut().resume_after_failure(&batches, writer.seg);
+                journal.borrow_mut().resume_after_failure(&batches);
                 let mut rejected: Vec<ShardMsg> = acks.drain(..).map(reject).collect();
                 release(&mut rejected);
             }
@@ -1128,7 +1129,7 @@ mod tests {
         j.moved_from(old);
         let (batches, _, mut moved) = j.take();
         j.commit_failed(&mut moved, &batches);
-        j.resume_after_failure(&batches, new);
+        j.resume_after_failure(&batches);
         // A later commit succeeds before anything is appended again.
         let (_, _, mut moved) = j.take();
         j.committed(&mut moved);
@@ -1176,20 +1177,27 @@ mod tests {
         j.queue_ack(&queue_key(), 1, seg);
         j.queue_publish(&queue_key(), 2, 0, b"two");
         let (failed, _, mut moved) = j.take();
-        // Appended while it is being written.
+        // Appended while it is being written, also after a roll to the next segment.
         j.queue_publish(&queue_key(), 3, 0, b"three");
         j.queue_delivered(&queue_key(), 3, 1);
+        j.roll();
+        j.queue_publish(&queue_key(), 4, 0, b"four");
         j.commit_failed(&mut moved, &failed);
-        j.resume_after_failure(&failed, seg);
+        j.resume_after_failure(&failed);
         let (next, _, _) = j.take();
         let written: Vec<_> = next.iter().filter(|b| !b.1.is_empty()).collect();
         assert_eq!(written.len(), 1, "one segment: {:?}", next.iter().map(|b| b.0).collect::<Vec<_>>());
-        assert_eq!(written[0].0, seg + 1);
+        assert_eq!(written[0].0, seg + 2);
         assert_eq!(
             record_ids(&written[0].1),
-            vec![(rtype::QUEUE_ACK, 1), (rtype::QUEUE_PUBLISH, 3), (rtype::QUEUE_DELIVERED, 3)]
+            vec![
+                (rtype::QUEUE_ACK, 1),
+                (rtype::QUEUE_PUBLISH, 3),
+                (rtype::QUEUE_DELIVERED, 3),
+                (rtype::QUEUE_PUBLISH, 4)
+            ]
         );
-        assert_eq!(written[0].2, 3);
+        assert_eq!(written[0].2, 4);
     }
 
     /// The segment a commit is still writing when the log rolls, and whose messages

@@ -284,15 +284,28 @@ fn valid_record_after(buf: &[u8], offset: usize) -> bool {
     let mut p = offset + 1;
     while let Some(i) = buf.get(p..).and_then(|s| s.iter().position(|b| *b == RECORD_MARK)) {
         let at = p + i;
-        if let Some(n) = record_at_within(buf, at, &mut budget) {
-            return records_to_end(buf, at + n);
-        }
-        if budget == 0 {
-            return true;
+        if ends_at_a_boundary(buf, at) {
+            if let Some(n) = record_at_within(buf, at, &mut budget) {
+                return records_to_end(buf, at + n);
+            }
+            if budget == 0 {
+                return true;
+            }
         }
         p = at + 1;
     }
     false
+}
+
+/// A candidate at `at` whose claimed length ends where the data ends or where another
+/// record could start: only such a one can begin valid records to the end, so only it
+/// is worth its checksum. Random bytes (a torn compressed payload) pass about one time
+/// in 256, so a long torn tail no longer spends the budget and passes for corruption.
+fn ends_at_a_boundary(buf: &[u8], at: usize) -> bool {
+    let Some(h) = buf.get(at..at + RECORD_HEAD) else { return false };
+    let len = u32::from_be_bytes([h[2], h[3], h[4], h[5]]) as usize;
+    let end = at + RECORD_HEAD + len;
+    len <= MAX_RECORD && end <= buf.len() && (end == buf.len() || buf[end] == RECORD_MARK || data_ends_at(buf, end))
 }
 
 /// Checksummed bytes [`valid_record_after`] may spend on candidates.
@@ -501,20 +514,40 @@ mod torn_tests {
         assert!(valid_record_after(&buf, bad_at));
     }
 
-    /// Many record-shaped candidates, each claiming a long body with a bad checksum,
+    /// Many record-shaped candidates, each claiming a long body with a bad checksum
+    /// that ends where another candidate starts (so each passes the boundary check),
     /// stop at the budget (taken as corruption) instead of costing time quadratic in
     /// the tail's size.
     #[test]
     fn candidate_checks_are_bounded() {
         let mut buf = records(1);
         let at = buf.len();
-        let len = 4u32 << 20;
+        // A multiple of the 10-byte pattern less its header: each body ends on a mark.
+        let len = (4u32 << 20) - 4;
         let mut head = vec![RECORD_MARK, 9];
         head.extend_from_slice(&len.to_be_bytes());
         head.extend_from_slice(&[0, 0, 0, 0]);
         let tail: Vec<u8> = head.iter().copied().cycle().take(8 << 20).collect();
         buf.extend_from_slice(&tail);
         assert!(valid_record_after(&buf, at));
+    }
+
+    /// A crash tore a long payload of random-looking bytes (compressed, encrypted):
+    /// a torn tail, cut at start. Without the boundary check before each checksum,
+    /// the candidates in 16 MiB of such bytes spent the whole budget and the start was
+    /// refused as corruption.
+    #[test]
+    fn a_long_torn_random_payload_is_a_torn_tail() {
+        let mut buf = records(3);
+        let torn_at = buf.len();
+        let mut x = 0x9E37_79B9_7F4A_7C15u64;
+        buf.extend((0..16 << 20).map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        }));
+        assert!(!valid_record_after(&buf, torn_at));
     }
 
     /// Candidates that leave part of the budget, then valid records longer than that
