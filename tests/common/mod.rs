@@ -63,7 +63,11 @@ impl Broker {
     /// Err(true): the broker exited; Err(false): it did not become ready in time.
     fn try_start_once(env: &[(&str, &str)], open_files: Option<(u64, u64)>) -> Result<Broker, bool> {
         let port = free_port();
-        let admin = free_port();
+        let mut admin = free_port();
+        // Two picks may be the same port (the broker would fail to bind the second).
+        while admin == port {
+            admin = free_port();
+        }
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice"));
         cmd.env("CONNECTORS_AMQP10_PORT", port.to_string())
             .env("SLUICE_ADMIN_ADDR", format!("127.0.0.1:{admin}"))

@@ -91,6 +91,10 @@ class Broker:
     def start(self):
         self.port = free_port()
         self.admin_port = free_port()
+        # Two random picks can be the same port (it happened: the broker then failed
+        # to bind its admin endpoint, "Address already in use").
+        while self.admin_port == self.port:
+            self.admin_port = free_port()
         env = dict(os.environ)
         env.update({
             "CONNECTORS_AMQP10_PORT": str(self.port),
