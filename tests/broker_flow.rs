@@ -1456,7 +1456,14 @@ fn an_events_subscription_refused_for_the_channel_limit_does_not_place_the_chann
     let r = c.attach_receiver(cch, "y", Some("events/full-y"), &LinkOptions::default()).unwrap();
     c.engine().grant_credit(r, 10, false).unwrap();
     c.flush().unwrap();
-    let at = events_channel_shards(&b);
+    // The channel is made by the subscription reaching its home, which may come after
+    // the attach reply (a clean-clone CI run listed only full-x here once).
+    let deadline = Instant::now() + WAIT;
+    let mut at = events_channel_shards(&b);
+    while !at.iter().any(|(n, _)| n == "full-y") && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+        at = events_channel_shards(&b);
+    }
     assert!(at.contains(&("full-y".to_owned(), shards["c"])), "{at:?}");
     let s = a
         .attach_sender(ach, "s", Some("events/full-y"), &LinkOptions { presettled: true, ..Default::default() })
