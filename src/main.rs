@@ -50,12 +50,15 @@ fn main() {
         }
         Command::Run(s) => {
             init_logging(s.log_format);
-            if let Err(e) = sluice::server::check_files(&s) {
-                tracing::error!(error = %e, "invalid configuration");
-                eprintln!("sluice: {e}");
-                std::process::exit(2);
-            }
-            if let Err(e) = run(s) {
+            let auth = match sluice::server::check_files(&s) {
+                Ok(auth) => auth,
+                Err(e) => {
+                    tracing::error!(error = %e, "invalid configuration");
+                    eprintln!("sluice: {e}");
+                    std::process::exit(2);
+                }
+            };
+            if let Err(e) = run(s, auth) {
                 tracing::error!(error = %e, "sluice stopped");
                 eprintln!("sluice: {e}");
                 std::process::exit(1);
@@ -74,8 +77,8 @@ fn init_logging(format: LogFormat) {
     };
 }
 
-fn run(settings: Settings) -> std::io::Result<()> {
-    let global = sluice::server::global(settings)?;
+fn run(settings: Settings, auth: sluice::auth::Authenticator) -> std::io::Result<()> {
+    let global = sluice::server::global_with(settings, auth)?;
     install_signals(global.clone())?;
     sluice::server::serve(global)
 }

@@ -7,14 +7,20 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The process-wide state for `settings`; fails on unusable auth files.
-pub fn global(mut settings: Settings) -> std::io::Result<Arc<Global>> {
+/// The process-wide state for `settings`; fails on unusable auth or TLS files
+/// ([`check_files`]).
+pub fn global(settings: Settings) -> std::io::Result<Arc<Global>> {
+    let auth = check_files(&settings).map_err(std::io::Error::other)?;
+    global_with(settings, auth)
+}
+
+/// [`global`] with the authenticator [`check_files`] loaded for `settings` (loaded once).
+pub fn global_with(mut settings: Settings, auth: crate::auth::Authenticator) -> std::io::Result<Arc<Global>> {
     // The store's files are opened through io_uring, where a relative directory failed
     // to open (EBADF: "./data", the default, wrote nothing and refused every durable
     // publish): it is made absolute once, against the working directory at start.
     settings.data_dir = std::path::absolute(&settings.data_dir)?;
     let shards = settings.shards;
-    let auth = crate::auth::Authenticator::new(&auth_config(&settings)).map_err(std::io::Error::other)?;
     Ok(Arc::new(Global {
         auth: Arc::new(auth),
         admin: (0..shards).map(|_| Arc::new(crossbeam_queue::ArrayQueue::new(64))).collect(),
@@ -41,12 +47,12 @@ fn auth_config(settings: &Settings) -> crate::auth::AuthConfig {
 }
 
 /// Load what the configuration names on disk as a start would: the JWT key, the
-/// casbin model and policy, the TLS certificate, key and client CA. `check-config`
-/// runs it, and so does the binary before it starts, so a file that is missing or
-/// unusable is a configuration error (exit 2, not restarted by systemd) rather than a
-/// failed start.
-pub fn check_files(settings: &Settings) -> Result<(), String> {
-    crate::auth::Authenticator::new(&auth_config(settings))?;
+/// casbin model and policy (the authenticator, returned for [`global_with`]), the TLS
+/// certificate, key and client CA. `check-config` runs it, and so does the binary
+/// before it starts, so a file that is missing or unusable is a configuration error
+/// (exit 2, not restarted by systemd) rather than a failed start.
+pub fn check_files(settings: &Settings) -> Result<crate::auth::Authenticator, String> {
+    let auth = crate::auth::Authenticator::new(&auth_config(settings))?;
     if settings.enable {
         let no_cert = settings.tls_cert_file.is_empty() && settings.tls_key_file.is_empty();
         if !settings.tls_client_ca_file.is_empty() && no_cert {
@@ -54,7 +60,7 @@ pub fn check_files(settings: &Settings) -> Result<(), String> {
         }
         crate::net::tls::server_config(settings)?;
     }
-    Ok(())
+    Ok(auth)
 }
 
 /// Raise the soft limit on open files to the hard limit, as most servers (and Go's

@@ -2726,16 +2726,31 @@ fn pre_auth_traffic_beyond_a_small_cap_is_closed_and_not_buffered() {
     by.finish(&b);
 }
 
+/// The HS256 secret of the brokers started by [`jwt_broker`].
+const JWT_SECRET: &str = "0123456789abcdef0123456789abcdef-test-secret";
+
+/// A broker with authentication on and [`JWT_SECRET`] as its key.
+fn jwt_broker(tag: &str) -> Broker {
+    let dir = common::fresh_dir(tag);
+    let key = format!("{dir}/jwt.key");
+    std::fs::write(&key, JWT_SECRET).unwrap();
+    Broker::start(&[("SLUICE_AUTH_ENABLED", "true"), ("SLUICE_AUTH_JWT_KEY_FILE", &key)])
+}
+
+/// The SASL frames of what a server sent after its SASL header.
+fn sasl_frames(got: &[u8]) -> Vec<SaslFrame> {
+    let mut de = Deframer::new(u32::MAX);
+    de.push(&got[8..]);
+    std::iter::from_fn(|| de.next_frame().ok().flatten()).map(|f| f.decode_sasl().unwrap()).collect()
+}
+
 /// A peer that fails authentication and then keeps sending while the broker waits
 /// out its one-second failure delay: nothing more is read from it (the engine takes
 /// no input until the verdict), so it costs no memory; it gets sasl-outcome `auth`
 /// and the socket closes.
 #[test]
 fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
-    let dir = common::fresh_dir("jwt");
-    let key = format!("{dir}/jwt.key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef-test-secret").unwrap();
-    let b = Broker::start(&[("SLUICE_AUTH_ENABLED", "true"), ("SLUICE_AUTH_JWT_KEY_FILE", &key)]);
+    let b = jwt_broker("jwt");
     let mut s = connect(&b);
     s.write_all(&SASL_HEADER).unwrap();
     s.write_all(&sasl_init("PLAIN", Some(b"\0user\0not-a-token"))).unwrap();
@@ -2760,17 +2775,14 @@ fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
     let grown = common::hwm_kib(b.pid()).saturating_sub(before);
     assert!(grown < 64 * 1024, "broker peak memory grew by {grown} KiB while the peer sent {sent} bytes");
     assert_eq!(&got[..8], &SASL_HEADER);
-    let mut de = Deframer::new(u32::MAX);
-    de.push(&got[8..]);
-    let frames: Vec<SaslFrame> =
-        std::iter::from_fn(|| de.next_frame().ok().flatten()).map(|f| f.decode_sasl().unwrap()).collect();
+    let frames = sasl_frames(&got);
     assert!(matches!(frames.last(), Some(SaslFrame::Outcome(SaslOutcome { code: 1, .. }))), "{frames:?}");
     // Everyone else is still served: a client with a valid token publishes.
     let exp = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() + 3600;
     let token = jsonwebtoken::encode(
         &jsonwebtoken::Header::default(),
         &serde_json::json!({ "sub": "ok", "exp": exp }),
-        &jsonwebtoken::EncodingKey::from_secret(b"0123456789abcdef0123456789abcdef-test-secret"),
+        &jsonwebtoken::EncodingKey::from_secret(JWT_SECRET.as_bytes()),
     )
     .unwrap();
     let mut cfg = Config::client("ok");
@@ -2791,10 +2803,7 @@ fn a_peer_flooding_during_the_auth_failure_delay_costs_no_memory() {
 /// the counters stayed at 0.
 #[test]
 fn unoffered_mechanisms_and_bare_connections_count_as_failed_authentications() {
-    let dir = common::fresh_dir("unoffered");
-    let key = format!("{dir}/jwt.key");
-    std::fs::write(&key, "0123456789abcdef0123456789abcdef-test-secret").unwrap();
-    let b = Broker::start(&[("SLUICE_AUTH_ENABLED", "true"), ("SLUICE_AUTH_JWT_KEY_FILE", &key)]);
+    let b = jwt_broker("unoffered");
     for mechanism in ["ANONYMOUS", "plain"] {
         let mut s = connect(&b);
         s.write_all(&SASL_HEADER).unwrap();
@@ -2802,10 +2811,7 @@ fn unoffered_mechanisms_and_bare_connections_count_as_failed_authentications() {
         let mut got = Vec::new();
         s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
         let _ = s.read_to_end(&mut got);
-        let mut de = Deframer::new(u32::MAX);
-        de.push(&got[8..]);
-        let frames: Vec<SaslFrame> =
-            std::iter::from_fn(|| de.next_frame().ok().flatten()).map(|f| f.decode_sasl().unwrap()).collect();
+        let frames = sasl_frames(&got);
         assert!(matches!(frames.last(), Some(SaslFrame::Outcome(SaslOutcome { code: 1, .. }))), "{frames:?}");
     }
     let mut s = connect(&b);

@@ -1012,12 +1012,10 @@ impl SubIo {
                 self.waiting.push_back(Job { msg, settled: d.settled });
                 Ok(())
             }
-            Event::SenderFlow { link, credit, drain, .. } if link == self.link => {
-                // The broker answered the drain (or the credit is used up, and with it
-                // the drain): what it sent under that credit has all arrived.
-                if drain || credit == 0 {
-                    self.draining = false;
-                }
+            Event::SenderFlow { link, drain: true, .. } if link == self.link => {
+                // The broker answered the drain: what it sent under that credit has all
+                // arrived. (Credit used up ends the drain too: `grant` sees it.)
+                self.draining = false;
                 Ok(())
             }
             Event::Detached { link, error, .. } if link == self.link => Err(link_error("link detached", error)),

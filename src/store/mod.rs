@@ -148,6 +148,11 @@ pub fn pattern_from(code: u8) -> Option<Pattern> {
     })
 }
 
+/// The body length a record header (at least [`RECORD_HEAD`] bytes) claims.
+pub fn record_body_len(head: &[u8]) -> usize {
+    u32::from_be_bytes([head[2], head[3], head[4], head[5]]) as usize
+}
+
 /// Append one framed record to `out`.
 pub fn frame_record(out: &mut Vec<u8>, rtype: u8, body: &[&[u8]]) {
     let len: usize = body.iter().map(|b| b.len()).sum();
@@ -350,18 +355,17 @@ impl Journal {
         self.write_snapshot();
     }
 
-    /// A commit failed and the writer cut segment `failed` back: the log goes on in a
-    /// fresh segment, which starts with what must not be lost. Records appended while
-    /// that commit was being written were never tried: they move to the new segment
-    /// whole, whatever segment they were queued for (left queued for `failed`, the next
-    /// commit would write to a segment that exists and fail too; left queued for a
-    /// later one, they would be written before the failed commit's records that come
-    /// after them here, and an older cursor would follow a newer one). Their old
-    /// segment ids keep counting their live records, which pins the new segment too. Of the failed commit's own records,
-    /// the ones that state what already happened (acks, receive counts, cursors and
-    /// their deletions, sequence marks and floors) are written again; its publishes
-    /// are not (they were rejected). The snapshot of cursors and marks comes after
-    /// them, so it stays the latest word.
+    /// The commit of `failed` failed and the writer cut its segment back: the log goes
+    /// on in a fresh segment, which starts with what must not be lost. Of the failed
+    /// commit's own records, the ones that state what already happened (acks, receive
+    /// counts, cursors and their deletions, sequence marks and floors) are written
+    /// again; its publishes are not (they were rejected). Then every record appended
+    /// while that commit was being written, whatever segment it was queued for (left
+    /// queued for the cut segment, the next commit would write to a segment that
+    /// exists and fail too; left queued for a later one, it would be written before
+    /// the failed commit's older records). Their old segment ids keep counting their
+    /// live records, which pins the new segment too. The snapshot of cursors and marks
+    /// comes last, so it stays the latest word.
     fn resume_after_failure(&mut self, failed: &[Batch]) {
         let mut records = self.spare_data.pop().unwrap_or_default();
         let mut count = 0;
@@ -753,7 +757,7 @@ fn keep_records(out: &mut Vec<u8>, data: &[u8], keep: impl Fn(u8) -> bool) -> u6
     let mut at = 0;
     let mut n = 0;
     while let Some(head) = data.get(at..at + RECORD_HEAD) {
-        let len = RECORD_HEAD + u32::from_be_bytes([head[2], head[3], head[4], head[5]]) as usize;
+        let len = RECORD_HEAD + record_body_len(head);
         let Some(record) = data.get(at..at + len) else { break };
         if keep(head[1]) {
             out.extend_from_slice(record);
@@ -1151,7 +1155,7 @@ mod tests {
         let mut v = Vec::new();
         let mut at = 0;
         while let Some(head) = data.get(at..at + RECORD_HEAD) {
-            let len = u32::from_be_bytes([head[2], head[3], head[4], head[5]]) as usize;
+            let len = record_body_len(head);
             let body = &data[at + RECORD_HEAD..at + RECORD_HEAD + len];
             // Body: pattern, name length (u16), name, then the id (u64).
             let name = u16::from_be_bytes([body[1], body[2]]) as usize;

@@ -254,7 +254,7 @@ fn record_at_within(buf: &[u8], at: usize, budget: &mut usize) -> Option<usize> 
     if h[0] != RECORD_MARK {
         return None;
     }
-    let len = u32::from_be_bytes([h[2], h[3], h[4], h[5]]) as usize;
+    let len = super::record_body_len(h);
     if len > MAX_RECORD {
         return None;
     }
@@ -303,7 +303,7 @@ fn valid_record_after(buf: &[u8], offset: usize) -> bool {
 /// in 256, so a long torn tail no longer spends the budget and passes for corruption.
 fn ends_at_a_boundary(buf: &[u8], at: usize) -> bool {
     let Some(h) = buf.get(at..at + RECORD_HEAD) else { return false };
-    let len = u32::from_be_bytes([h[2], h[3], h[4], h[5]]) as usize;
+    let len = super::record_body_len(h);
     let end = at + RECORD_HEAD + len;
     len <= MAX_RECORD && end <= buf.len() && (end == buf.len() || buf[end] == RECORD_MARK || data_ends_at(buf, end))
 }
