@@ -110,6 +110,33 @@ fn with_the_amqp_listener_off_the_admin_endpoint_is_healthy() {
     assert!(std::net::TcpStream::connect(b.addr()).is_err(), "an AMQP listener is up");
 }
 
+/// Shards are pinned inside the CPUs the broker was given (taskset, a cpuset), not to
+/// CPUs 0..n (a broker given the last CPU had its shard pinned to CPU 0).
+#[test]
+fn shards_run_on_the_cpus_the_process_was_given() {
+    let allowed = sluice::shard::allowed_cpus();
+    let cpu = *allowed.last().expect("the test's own affinity mask");
+    let shard_cpus = |b: &Broker| {
+        let threads = common::thread_cpus(b.pid());
+        let shards: Vec<_> = threads.into_iter().filter(|(name, _)| name.starts_with("sluice-shard")).collect();
+        assert!(!shards.is_empty(), "no shard threads");
+        shards
+    };
+    // One shard on the one CPU given: pinned to it.
+    let b = Broker::start_on_cpus(&[("SLUICE_SHARDS", "1")], &[cpu]);
+    for (name, cpus) in shard_cpus(&b) {
+        assert_eq!(cpus, cpu.to_string(), "{name} runs on {cpus}, the broker was given CPU {cpu}");
+    }
+    let mut c = Client::connect(b.addr(), "pinned").unwrap();
+    c.begin().unwrap();
+    drop(b);
+    // More shards than CPUs given: not pinned, so within the process's mask.
+    let b = Broker::start_on_cpus(&[("SLUICE_SHARDS", "2"), ("SLUICE_DATA_DIR", &fresh_dir("pin2"))], &[cpu]);
+    for (name, cpus) in shard_cpus(&b) {
+        assert_eq!(cpus, cpu.to_string(), "{name} runs on {cpus}, the broker was given CPU {cpu}");
+    }
+}
+
 #[test]
 fn logs_are_json_lines_when_asked() {
     let dir = fresh_dir("jsonlog");

@@ -328,13 +328,17 @@ pub fn run(global: Arc<Global>) -> std::io::Result<()> {
     let shards = global.settings.shards;
     let mesh: MeshBuilder<Vec<ShardMsg>, _> = MeshBuilder::full(shards, RING_CAPACITY);
     let mut handles = Vec::new();
+    let cpus = placement_cpus(shards, &allowed_cpus());
+    match &cpus {
+        Some(cpus) => tracing::info!(?cpus, "each shard pinned to one CPU of the process's affinity mask"),
+        None => tracing::info!(shards, "more shards than CPUs allowed to the process: shards are not pinned"),
+    }
     for i in 0..shards {
         let mesh = mesh.clone();
         let global = global.clone();
-        let placement = if shards <= std::thread::available_parallelism().map_or(1, |n| n.get()) {
-            glommio::Placement::Fixed(i)
-        } else {
-            glommio::Placement::Unbound
+        let placement = match &cpus {
+            Some(cpus) => glommio::Placement::Fixed(cpus[i]),
+            None => glommio::Placement::Unbound,
         };
         let h = glommio::LocalExecutorBuilder::new(placement)
             .name(&format!("sluice-shard-{i}"))
@@ -350,6 +354,28 @@ pub fn run(global: Arc<Global>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The CPUs this process may run on (its affinity mask: `taskset`, a cgroup cpuset,
+/// systemd's CPUAffinity=), in ascending order; empty if the mask cannot be read.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: cpu_set_t is plain bits, zeroed is the empty set; sched_getaffinity writes
+    // at most size_of::<cpu_set_t>() bytes into it, and CPU_ISSET reads it.
+    #[allow(unsafe_code)]
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return Vec::new();
+        }
+        (0..libc::CPU_SETSIZE as usize).filter(|&c| libc::CPU_ISSET(c, &set)).collect()
+    }
+}
+
+/// Shard i's CPU: the i-th CPU the process may run on. None (no pinning) when there are
+/// more shards than such CPUs. Pinning to CPU i itself would put a broker started with
+/// `taskset -c 2,3` or in a cpuset on CPUs 0 and 1, outside what it was given.
+fn placement_cpus(shards: usize, allowed: &[usize]) -> Option<Vec<usize>> {
+    (shards <= allowed.len()).then(|| allowed[..shards].to_vec())
 }
 
 async fn shard_main(

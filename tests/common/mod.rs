@@ -40,18 +40,24 @@ impl Broker {
     /// at once because another test's process took one of its ports in the meantime
     /// is started again on other ports.
     pub fn try_start(env: &[(&str, &str)]) -> Option<Broker> {
-        Self::try_start_with(env, None)
+        Self::try_start_with(env, None, None)
     }
 
     /// Start with the open-files limit (soft, hard) set for the broker process.
     pub fn start_with_open_files(env: &[(&str, &str)], soft: u64, hard: u64) -> Broker {
-        Self::try_start_with(env, Some((soft, hard))).expect("broker did not become ready")
+        Self::try_start_with(env, Some((soft, hard)), None).expect("broker did not become ready")
     }
 
-    fn try_start_with(env: &[(&str, &str)], open_files: Option<(u64, u64)>) -> Option<Broker> {
+    /// Start with the broker process's CPU affinity mask set to these CPUs (as `taskset`
+    /// does).
+    pub fn start_on_cpus(env: &[(&str, &str)], cpus: &[usize]) -> Broker {
+        Self::try_start_with(env, None, Some(cpus)).expect("broker did not become ready")
+    }
+
+    fn try_start_with(env: &[(&str, &str)], open_files: Option<(u64, u64)>, cpus: Option<&[usize]>) -> Option<Broker> {
         for _ in 0..4 {
             let started = Instant::now();
-            match Self::try_start_once(env, open_files) {
+            match Self::try_start_once(env, open_files, cpus) {
                 Ok(b) => return Some(b),
                 Err(exited) if exited && started.elapsed() < Duration::from_secs(5) => continue,
                 Err(_) => return None,
@@ -61,7 +67,11 @@ impl Broker {
     }
 
     /// Err(true): the broker exited; Err(false): it did not become ready in time.
-    fn try_start_once(env: &[(&str, &str)], open_files: Option<(u64, u64)>) -> Result<Broker, bool> {
+    fn try_start_once(
+        env: &[(&str, &str)],
+        open_files: Option<(u64, u64)>,
+        cpus: Option<&[usize]>,
+    ) -> Result<Broker, bool> {
         let port = free_port();
         let mut admin = free_port();
         // Two picks may be the same port (the broker would fail to bind the second).
@@ -90,6 +100,25 @@ impl Broker {
                 cmd.pre_exec(move || {
                     let lim = libc::rlimit { rlim_cur: soft, rlim_max: hard };
                     if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
+        if let Some(cpus) = cpus {
+            use std::os::unix::process::CommandExt;
+            let cpus = cpus.to_vec();
+            // SAFETY: sched_setaffinity is a plain system call on a set built here.
+            #[allow(unsafe_code)]
+            unsafe {
+                cmd.pre_exec(move || {
+                    let mut set: libc::cpu_set_t = std::mem::zeroed();
+                    for &c in &cpus {
+                        libc::CPU_SET(c, &mut set);
+                    }
+                    if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) == 0 {
                         Ok(())
                     } else {
                         Err(std::io::Error::last_os_error())
@@ -200,6 +229,19 @@ pub fn fresh_dir(tag: &str) -> String {
 }
 
 /// The resident set size of a process in KiB (0 when it cannot be read).
+/// The CPUs each thread of a process may run on: (thread name, Cpus_allowed_list).
+pub fn thread_cpus(pid: u32) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).expect("task dir").flatten() {
+        let name = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default().trim().to_string();
+        let status = std::fs::read_to_string(t.path().join("status")).unwrap_or_default();
+        if let Some(l) = status.lines().find_map(|l| l.strip_prefix("Cpus_allowed_list:")) {
+            out.push((name, l.trim().to_string()));
+        }
+    }
+    out
+}
+
 pub fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")
 }
