@@ -417,6 +417,66 @@ fn channels_past_the_metrics_cap_are_summed_under_other() {
     );
 }
 
+/// The per-channel counters never go down: a channel forgotten when idle and made
+/// again goes on from where its series was (it stayed flat at its old value until it
+/// passed it), and `_other` keeps what its forgotten channels counted (it fell back
+/// to the sum of the channels still past the cap, and stayed flat).
+#[test]
+fn channel_counters_go_on_when_channels_are_forgotten_and_made_again() {
+    let b = Broker::start(&[("SLUICE_SHARDS", "1"), ("SLUICE_METRICS_CHANNEL_CAP", "1")]);
+    let mut c = Client::connect(b.addr(), "fo").unwrap();
+    let ch = c.begin().unwrap();
+    let publish = |c: &mut Client, name: &str, n: usize| {
+        let s = c
+            .attach_sender(ch, &format!("s-{name}-{n}"), Some(&format!("queues/{name}")), &LinkOptions::default())
+            .unwrap();
+        c.wait_credit(s).unwrap();
+        for _ in 0..n {
+            let id = c.send(s, data_message(b"x"), false).unwrap();
+            assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+        }
+    };
+    publish(&mut c, "fo-a", 2);
+    publish(&mut c, "fo-b", 3);
+    {
+        let mut d = Client::connect(b.addr(), "fo-consumer").unwrap();
+        let dch = d.begin().unwrap();
+        for name in ["fo-a", "fo-b"] {
+            let r = d.attach_receiver(dch, name, Some(&format!("queues/{name}")), &LinkOptions::default()).unwrap();
+            d.engine().grant_credit(r, 10, false).unwrap();
+            for _ in 0..if name == "fo-a" { 2 } else { 3 } {
+                let m = d.receive(r, WAIT).unwrap();
+                d.settle(r, m.delivery_id, DeliveryState::Accepted);
+            }
+        }
+        d.pump(Duration::from_millis(100)).unwrap();
+    }
+    let m = |channel: &str, family: &str| b.metric(&format!("{family}{{pattern=\"queues\",channel=\"{channel}\"}}"));
+    let published = "sluice_channel_published_messages_total";
+    let delivered = "sluice_channel_delivered_messages_total";
+    assert_eq!(m("fo-a", published), Some(2.0));
+    assert_eq!(m("_other", published), Some(3.0));
+    // Idle, empty and without consumers, both are forgotten after 5 s; scraped all
+    // along, so that their series are fresh when they are made again.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, body) = b.http("/api/channels").unwrap();
+        if !body.contains("fo-a") && !body.contains("fo-b") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never forgotten: {body}");
+        assert!(m("_other", published).is_some_and(|v| v >= 3.0));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(m("_other", published), Some(3.0), "_other lost its forgotten channel");
+    publish(&mut c, "fo-a", 1);
+    publish(&mut c, "fo-c", 1);
+    assert_eq!(m("fo-a", published), Some(3.0), "fo-a's series did not go on");
+    assert_eq!(m("fo-a", delivered), Some(2.0));
+    assert_eq!(m("_other", published), Some(4.0), "_other lost its forgotten channel or stayed flat");
+    assert_eq!(m("_other", delivered), Some(3.0));
+}
+
 /// `/api/channels?limit=N` pages through the channels of every shard in
 /// (pattern, name) order, `after` naming where the last page stopped; without
 /// `limit` every channel comes in one answer. Bad parameters get 400.

@@ -5,7 +5,7 @@
 //! (answered on the shard's control tick) and adds them up.
 
 use crate::broker::address::ChannelKey;
-use crate::broker::home::Backlog;
+use crate::broker::home::{Backlog, ChannelStats};
 use crate::shard::metrics::{AdminRequest, Scope, ShardSnapshot, OUTCOMES, PATTERNS, SCOPES};
 use crate::shard::Global;
 use metrics::{counter, gauge};
@@ -34,14 +34,14 @@ pub fn start(global: Arc<Global>) -> std::io::Result<std::thread::JoinHandle<()>
     metrics::set_global_recorder(recorder).map_err(|e| std::io::Error::other(e.to_string()))?;
     // One snapshot at a time: the shards walk their channels once per request, and
     // /metrics writes the families it renders. /healthz never waits for it.
-    let busy = Mutex::new(());
+    let busy = Mutex::new(ChannelCounters::default());
     std::thread::Builder::new().name("sluice-admin".into()).spawn(move || {
         http::serve(listener, move |req| {
             if req.path == "/healthz" {
                 return healthz(&global);
             }
-            let _one = busy.lock().unwrap_or_else(|p| p.into_inner());
-            route(&global, &handle, req)
+            let mut counted = busy.lock().unwrap_or_else(|p| p.into_inner());
+            route(&global, &handle, &mut counted, req)
         })
     })
 }
@@ -58,13 +58,13 @@ fn healthz(global: &Global) -> Response {
 }
 
 /// Answer one request (every path but /healthz).
-fn route(global: &Global, handle: &PrometheusHandle, req: &Request) -> Response {
+fn route(global: &Global, handle: &PrometheusHandle, counted: &mut ChannelCounters, req: &Request) -> Response {
     let query = req.query.as_str();
     let (status, ctype, body) = match req.path.as_str() {
         "/metrics" => {
             let snaps = collect(global, Scope::Metrics { cap: global.settings.metrics_channel_cap as usize });
             publish(&snaps);
-            publish_backlog(&snaps, global.settings.metrics_channel_cap as usize);
+            publish_backlog(&snaps, global.settings.metrics_channel_cap as usize, counted);
             publish_store(&snaps, global);
             for (mechanism, ok, failed) in crate::auth::stats().snapshot() {
                 counter!("sluice_auth_total", "mechanism" => mechanism, "outcome" => "success").absolute(ok);
@@ -257,24 +257,122 @@ fn publish(snaps: &[ShardSnapshot]) {
     }
 }
 
+/// The five per-channel counters, in the order [`ChannelCounters`] keeps them.
+fn counters_of(b: &Backlog) -> [u64; 5] {
+    [b.published, b.published_bytes, b.delivered, b.dead_lettered, b.deadline_expired]
+}
+
+/// What the scrapes before this one wrote for the per-channel counter families, so
+/// that each series only ever goes up. A channel's counters restart when it is
+/// forgotten (idle) and made again, and the channels summed under `_other` change
+/// (one forgotten, one given a series of its own, one pushed out of the first
+/// `cap`): written as they are, the series would go down, and the exporter keeps a
+/// counter at its maximum, so it would stay flat until it passed it again.
+#[derive(Default)]
+pub(crate) struct ChannelCounters {
+    /// Channels with a series of their own: (counters last read, value written, when).
+    series: std::collections::BTreeMap<ChannelKey, ([u64; 5], [u64; 5], std::time::Instant)>,
+    /// Per pattern: every channel's counters summed, those forgotten included (only
+    /// grows), as last read.
+    totals: std::collections::BTreeMap<&'static str, [u64; 5]>,
+    /// Per pattern: the value written for `_other`.
+    other: std::collections::BTreeMap<&'static str, [u64; 5]>,
+}
+
+impl ChannelCounters {
+    /// Work out this scrape's values: each listed channel's series grows by what its
+    /// counters grew since they were last read (by all of them when they restarted);
+    /// `_other` grows by what every channel of its pattern together grew, less what the
+    /// listed channels' series grew (a new series starts at its channel's counters,
+    /// and what they took since the last scrape counts under `_other` too: Prometheus
+    /// counts no increase at a series' first sample). Returns (listed values, `_other`
+    /// values).
+    fn update(
+        &mut self,
+        listed: &[&ChannelStats],
+        beyond: &std::collections::BTreeMap<&'static str, Backlog>,
+    ) -> (Vec<[u64; 5]>, std::collections::BTreeMap<&'static str, [u64; 5]>) {
+        let now = std::time::Instant::now();
+        let grew = |now: &[u64; 5], before: &[u64; 5]| -> [u64; 5] {
+            std::array::from_fn(|i| if now[i] >= before[i] { now[i] - before[i] } else { now[i] })
+        };
+        let add = |a: &mut [u64; 5], b: &[u64; 5]| a.iter_mut().zip(b).for_each(|(x, y)| *x = x.saturating_add(*y));
+        let mut totals: std::collections::BTreeMap<&'static str, [u64; 5]> = Default::default();
+        let mut listed_grew: std::collections::BTreeMap<&'static str, [u64; 5]> = Default::default();
+        let mut values = Vec::with_capacity(listed.len());
+        for c in listed {
+            let pattern = c.key.pattern.as_str();
+            let raw = counters_of(&c.backlog);
+            add(totals.entry(pattern).or_default(), &raw);
+            let value = match self.series.get_mut(&c.key) {
+                Some((last, written, seen)) => {
+                    let g = grew(&raw, last);
+                    add(listed_grew.entry(pattern).or_default(), &g);
+                    add(written, &g);
+                    *last = raw;
+                    *seen = now;
+                    *written
+                }
+                None => {
+                    self.series.insert(c.key.clone(), (raw, raw, now));
+                    raw
+                }
+            };
+            values.push(value);
+        }
+        for (pattern, b) in beyond {
+            add(totals.entry(pattern).or_default(), &counters_of(b));
+        }
+        for (pattern, total) in &totals {
+            let before = self.totals.get(pattern).copied();
+            let other = self.other.entry(pattern).or_default();
+            match before {
+                // First scrape with this pattern: `_other` starts at what it sums.
+                None => {
+                    let sum = beyond.get(pattern).map(counters_of).unwrap_or_default();
+                    other.iter_mut().zip(sum).for_each(|(o, v)| *o = (*o).max(v));
+                }
+                Some(before) => {
+                    let all = grew(total, &before);
+                    let own = listed_grew.get(pattern).copied().unwrap_or_default();
+                    add(other, &std::array::from_fn(|i| all[i].saturating_sub(own[i])));
+                }
+            }
+        }
+        self.totals = totals;
+        // A series the exporter has dropped (idle) starts again from the channel's
+        // counters: forget what was written for it.
+        let keep = Duration::from_secs(SERIES_IDLE_SECONDS);
+        self.series.retain(|_, (_, _, seen)| now.duration_since(*seen) < keep);
+        let others = self.other.iter().filter(|(p, _)| beyond.contains_key(*p)).map(|(p, v)| (*p, *v)).collect();
+        (values, others)
+    }
+}
+
 /// sluice's own families: backlog per channel (Pub/Sub style) and per-link credit.
 /// The first `cap` channels (by name) get their own label set; the rest are summed
 /// under `channel="_other"` so a million channels cannot blow up the scrape.
-fn publish_backlog(snaps: &[ShardSnapshot], cap: usize) {
+fn publish_backlog(snaps: &[ShardSnapshot], cap: usize, counted: &mut ChannelCounters) {
     let mut channels: Vec<_> = snaps.iter().flat_map(|s| s.channels.iter()).collect();
     channels.sort_by(|a, b| a.key.cmp(&b.key));
-    // Each shard sent its first `cap` channels and the sum of the rest: the first
-    // `cap` of all are among those sent, and the rest add up with the shards' sums.
+    // Each shard sent its first `cap` channels and the sum of the rest (with its
+    // forgotten channels' counters): the first `cap` of all are among those sent, and
+    // the rest add up with the shards' sums.
     let mut other: std::collections::BTreeMap<&'static str, Backlog> = Default::default();
     let beyond = channels.iter().skip(cap).copied().chain(snaps.iter().flat_map(|s| s.channel_others.iter()));
     for c in beyond {
         other.entry(c.key.pattern.as_str()).or_default().add(&c.backlog);
     }
-    for c in channels.iter().take(cap) {
-        channel_families(c.key.pattern.as_str(), c.key.name.to_string(), &c.backlog);
+    let listed: Vec<&ChannelStats> = channels.iter().take(cap).copied().collect();
+    let (values, other_values) = counted.update(&listed, &other);
+    for (c, v) in listed.iter().zip(&values) {
+        channel_families(c.key.pattern.as_str(), c.key.name.to_string(), &c.backlog, v);
     }
+    // `_other` of a pattern is written once a channel of it is past the first `cap`
+    // or was forgotten.
     for (pattern, b) in &other {
-        channel_families(pattern, "_other".to_owned(), b);
+        let v = other_values.get(pattern).copied().unwrap_or_default();
+        channel_families(pattern, "_other".to_owned(), b, &v);
     }
     let mut links: Vec<_> = snaps.iter().flat_map(|s| s.links.iter()).filter(|l| l.role == "sender").collect();
     links.sort_by(|a, b| (&a.pattern, &a.channel, &a.name).cmp(&(&b.pattern, &b.channel, &b.name)));
@@ -286,17 +384,20 @@ fn publish_backlog(snaps: &[ShardSnapshot], cap: usize) {
     }
 }
 
-fn channel_families(pattern: &'static str, channel: String, b: &Backlog) {
+/// One channel's (or `_other`'s) families: the gauges as `b` has them, the counters
+/// as [`ChannelCounters`] worked them out.
+fn channel_families(pattern: &'static str, channel: String, b: &Backlog, counters: &[u64; 5]) {
     let labels = [("pattern", pattern.to_owned()), ("channel", channel)];
     gauge!("sluice_channel_undelivered_messages", &labels).set(b.undelivered as f64);
     gauge!("sluice_channel_outstanding_messages", &labels).set(b.outstanding as f64);
     gauge!("sluice_channel_oldest_unacked_age_seconds", &labels).set(b.oldest_unacked_ms as f64 / 1000.0);
     gauge!("sluice_channel_consumers", &labels).set(b.consumers as f64);
-    counter!("sluice_channel_published_messages_total", &labels).absolute(b.published);
-    counter!("sluice_channel_published_bytes_total", &labels).absolute(b.published_bytes);
-    counter!("sluice_channel_delivered_messages_total", &labels).absolute(b.delivered);
-    counter!("sluice_channel_dead_lettered_total", &labels).absolute(b.dead_lettered);
-    counter!("sluice_channel_ack_deadline_expired_total", &labels).absolute(b.deadline_expired);
+    let [published, published_bytes, delivered, dead_lettered, deadline_expired] = *counters;
+    counter!("sluice_channel_published_messages_total", &labels).absolute(published);
+    counter!("sluice_channel_published_bytes_total", &labels).absolute(published_bytes);
+    counter!("sluice_channel_delivered_messages_total", &labels).absolute(delivered);
+    counter!("sluice_channel_dead_lettered_total", &labels).absolute(dead_lettered);
+    counter!("sluice_channel_ack_deadline_expired_total", &labels).absolute(deadline_expired);
 }
 
 /// The durable store: sizes, fsync latency (a Prometheus histogram built from the
@@ -329,4 +430,42 @@ fn publish_store(snaps: &[ShardSnapshot], global: &Global) {
     }
     let healthy = global.store_ok.iter().all(|ok| ok.load(std::sync::atomic::Ordering::Relaxed));
     gauge!("sluice_store_healthy").set(if healthy { 1.0 } else { 0.0 });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Pattern;
+
+    fn stats(name: &str, published: u64) -> ChannelStats {
+        ChannelStats {
+            key: ChannelKey::new(Pattern::Queues, name),
+            backlog: Backlog { published, ..Backlog::default() },
+        }
+    }
+
+    fn beyond(published: u64) -> std::collections::BTreeMap<&'static str, Backlog> {
+        [("queues", Backlog { published, ..Backlog::default() })].into_iter().collect()
+    }
+
+    /// Channels moving in and out of their own series, and forgotten, never take a
+    /// written counter down; what grows is counted once in rate terms.
+    #[test]
+    fn channel_counters_only_go_up_as_channels_change_places() {
+        let mut c = ChannelCounters::default();
+        // a listed (10), b past the cap (5).
+        let (v, o) = c.update(&[&stats("a", 10)], &beyond(5));
+        assert_eq!((v[0][0], o["queues"][0]), (10, 5));
+        // A new channel "0" sorts first and takes the series: a (10) joins b under
+        // `_other`, which grows by what was published since (2, to "0").
+        let (v, o) = c.update(&[&stats("0", 2)], &beyond(15));
+        assert_eq!((v[0][0], o["queues"][0]), (2, 7));
+        // "0" forgotten (its 2 counted with the forgotten), a listed again with one
+        // more: a's series goes on from 10, `_other` does not go down.
+        let (v, o) = c.update(&[&stats("a", 11)], &beyond(7));
+        assert_eq!((v[0][0], o["queues"][0]), (11, 7));
+        // a forgotten and made again with 1 (its 11 now with the forgotten).
+        let (v, o) = c.update(&[&stats("a", 1)], &beyond(18));
+        assert_eq!((v[0][0], o["queues"][0]), (12, 7));
+    }
 }

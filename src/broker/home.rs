@@ -59,6 +59,31 @@ pub struct HomeStats {
     pub channel_limit: u64,
     /// Durable subscriptions deleted because nobody attached them for the expiry period.
     pub durable_expired: u64,
+    /// The counters of the channels forgotten by the sweep, per pattern: kept so that
+    /// `_other` on /metrics, which counts them, never goes down.
+    pub forgotten: Vec<(Pattern, Backlog)>,
+}
+
+impl HomeStats {
+    fn forget_channel(&mut self, pattern: Pattern, c: &Counters) {
+        let b = Backlog {
+            published: c.published,
+            published_bytes: c.published_bytes,
+            delivered: c.delivered,
+            dead_lettered: c.dead_lettered,
+            deadline_expired: c.deadline_expired,
+            ..Backlog::default()
+        };
+        add_to(&mut self.forgotten, pattern, &b);
+    }
+}
+
+/// Add `b` to `pattern`'s entry of a short per-pattern list.
+fn add_to(list: &mut Vec<(Pattern, Backlog)>, pattern: Pattern, b: &Backlog) {
+    match list.iter_mut().find(|(p, _)| *p == pattern) {
+        Some((_, o)) => o.add(b),
+        None => list.push((pattern, *b)),
+    }
 }
 
 /// Bounds on what the channels of one shard keep (0: no limit).
@@ -394,20 +419,29 @@ impl Home {
         for r in self.rpcs.values_mut() {
             r.drop_expired(now_ms, &mut self.stats);
         }
-        self.queues.retain(|_, q| {
-            !(q.ready.is_empty()
+        let stats = &mut self.stats;
+        self.queues.retain(|k, q| {
+            let forget = q.ready.is_empty()
                 && q.unacked.is_empty()
                 && q.moving.is_empty()
                 && q.consumers.is_empty()
-                && q.counters.idle(now_ms))
+                && q.counters.idle(now_ms);
+            if forget {
+                stats.forget_channel(k.pattern, &q.counters);
+            }
+            !forget
         });
         // An events channel goes only when the directory agrees (no subscription on
         // its way here), and takes its entry with it.
         let dir = &self.events_dir;
         self.events.retain(|k, e| {
-            !(e.subs.is_empty()
+            let forget = e.subs.is_empty()
                 && e.counters.idle(now_ms)
-                && dir.as_ref().is_none_or(|(shard, dir)| dir.forget(k, *shard)))
+                && dir.as_ref().is_none_or(|(shard, dir)| dir.forget(k, *shard));
+            if forget {
+                stats.forget_channel(k.pattern, &e.counters);
+            }
+            !forget
         });
         self.rpcs.retain(|_, r| !(r.responders.is_empty() && r.waiting.is_empty() && r.counters.idle(now_ms)));
         let journal = self.events_journal.clone();
@@ -420,6 +454,7 @@ impl Home {
                 && s.counters.idle(now_ms);
             if forget {
                 journal.borrow_mut().channel_forgotten(k);
+                stats.forget_channel(k.pattern, &s.counters);
             }
             !forget
         });
@@ -815,15 +850,14 @@ impl Home {
 
     /// For /metrics: the first `cap` channels by key with their own stats, and the
     /// rest summed per pattern under the name `_other`.
+    /// The rest include the counters of the channels forgotten so far.
     pub fn channel_stats_capped(&self, cap: usize) -> (Vec<ChannelStats>, Vec<ChannelStats>) {
-        if self.channel_count() <= cap {
-            return (self.channel_stats(), Vec::new());
-        }
-        let mut other: Vec<(Pattern, Backlog)> = Vec::new();
-        let own = self.first_channels(cap, None, |pattern, b| match other.iter_mut().find(|(p, _)| *p == pattern) {
-            Some((_, o)) => o.add(b),
-            None => other.push((pattern, *b)),
-        });
+        let mut other = self.stats.forgotten.clone();
+        let own = if self.channel_count() <= cap {
+            self.channel_stats()
+        } else {
+            self.first_channels(cap, None, |pattern, b| add_to(&mut other, pattern, b))
+        };
         let other =
             other.into_iter().map(|(p, backlog)| ChannelStats { key: ChannelKey::new(p, "_other"), backlog }).collect();
         (own, other)
