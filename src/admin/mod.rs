@@ -375,9 +375,18 @@ fn publish_backlog(snaps: &[ShardSnapshot], cap: usize, counted: &mut ChannelCou
         channel_families(pattern, "_other".to_owned(), b, &v);
     }
     let mut links: Vec<_> = snaps.iter().flat_map(|s| s.links.iter()).filter(|l| l.role == "sender").collect();
-    links.sort_by(|a, b| (&a.pattern, &a.channel, &a.name).cmp(&(&b.pattern, &b.channel, &b.name)));
+    links.sort_by(|a, b| {
+        (&a.pattern, &a.channel, &a.name, &a.connection).cmp(&(&b.pattern, &b.channel, &b.name, &b.connection))
+    });
     for l in links.into_iter().take(cap) {
-        let labels = [("pattern", l.pattern.clone()), ("channel", l.channel.clone()), ("link", l.name.clone())];
+        // Link names are the clients' choice: two connections' links of the same name
+        // on one channel are told apart by their connection.
+        let labels = [
+            ("pattern", l.pattern.clone()),
+            ("channel", l.channel.clone()),
+            ("link", l.name.clone()),
+            ("connection", l.connection.clone()),
+        ];
         gauge!("sluice_link_credit", &labels).set(l.credit as f64);
         gauge!("sluice_link_unsettled", &labels).set(l.unsettled as f64);
         gauge!("sluice_link_zero_credit_seconds", &labels).set(l.zero_credit_seconds);

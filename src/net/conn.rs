@@ -382,6 +382,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         backoffs: Vec::new(),
         container_hash: address::FNV64_BASIS,
         info: ConnectionInfo {
+            id: format!("{}-{id}", shard.id),
             connected_at: rfc3339_now(),
             source_ip: peer.ip,
             tls: peer.tls,
@@ -2443,6 +2444,7 @@ impl Driver {
             };
             infos.push(LinkInfo {
                 client_id: self.info.client_id.clone(),
+                connection: self.info.id.clone(),
                 name: ctx.name.clone(),
                 role: if ctx.role == Role::Sender { "sender" } else { "receiver" }.into(),
                 address: ctx.address.clone(),

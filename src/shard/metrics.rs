@@ -70,6 +70,9 @@ pub fn gauge(c: &Cell<i64>, n: i64) {
 /// Connection details for `GET /api/amqp10/connections`.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ConnectionInfo {
+    /// `<shard>-<number>`: names the connection while it lasts (sluice's own field; the
+    /// `connection` label of the per-link series on /metrics).
+    pub id: String,
     /// Client identity.
     pub client_id: String,
     /// container-id.
@@ -101,6 +104,8 @@ pub struct ConnectionInfo {
 pub struct LinkInfo {
     /// Owning connection's client id.
     pub client_id: String,
+    /// Owning connection's `id` (sluice's own field).
+    pub connection: String,
     /// Link name.
     pub name: String,
     /// sender or receiver (server perspective).
@@ -235,7 +240,7 @@ pub fn snapshot(shard: &Shard, scope: &Scope) -> ShardSnapshot {
             let mut senders: Vec<&LinkInfo> = reg.links.values().flatten().filter(|l| l.role == "sender").collect();
             if senders.len() > *cap {
                 if let Some(last) = cap.checked_sub(1) {
-                    senders.select_nth_unstable_by_key(last, |l| (&l.pattern, &l.channel, &l.name));
+                    senders.select_nth_unstable_by_key(last, |l| (&l.pattern, &l.channel, &l.name, &l.connection));
                 }
                 senders.truncate(*cap);
             }

@@ -183,6 +183,18 @@ impl Broker {
         body.lines().find_map(|l| l.strip_prefix(sample).and_then(|v| v.trim().parse().ok()))
     }
 
+    /// Every sample of a family: (its labels as rendered, value).
+    pub fn samples(&self, family: &str) -> Vec<(String, f64)> {
+        let Some((_, body)) = self.http("/metrics") else { return Vec::new() };
+        body.lines()
+            .filter_map(|l| {
+                let rest = l.strip_prefix(family)?.strip_prefix('{')?;
+                let (labels, value) = rest.rsplit_once("} ")?;
+                Some((labels.to_owned(), value.trim().parse().ok()?))
+            })
+            .collect()
+    }
+
     pub fn pid(&self) -> u32 {
         self.child.id()
     }
