@@ -505,6 +505,50 @@ fn without_broker_watermarks_the_workers_still_stay_within_the_limits() {
     }
 }
 
+/// A message that comes in many frames took its credit at its first frame and was
+/// counted as held only at its last: a grant in between let the broker send one more
+/// than the limit (the broker's own watermark is off, so credit is all that bounds it).
+#[test]
+fn a_message_half_received_counts_against_the_limit() {
+    let b = Broker::start(&[]);
+    const M: u32 = 12;
+    {
+        let mut c = Client::connect(b.addr(), "big-frames").unwrap();
+        let ch = c.begin().unwrap();
+        let s = c.attach_sender(ch, "s", Some("queues/frames"), &LinkOptions::default()).unwrap();
+        c.wait_credit(s).unwrap();
+        for i in 0..M {
+            let mut body = vec![7u8; 200_000];
+            body[..4].copy_from_slice(&i.to_be_bytes());
+            let id = c.send(s, data_message(&body), false).unwrap();
+            assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+        }
+    }
+    // 512-byte frames: each message comes in about 400, over many reads.
+    let config =
+        sluice_proto::engine::Config { max_frame_size: 512, ..sluice_proto::engine::Config::client("small-frames") };
+    let client = Client::connect_with(b.addr(), config).unwrap();
+    let settings = FlowControlSettings { max_outstanding_messages: 2, ..FlowControlSettings::default() };
+    let options =
+        SubscriberOptions { flow_control: settings, workers: 2, broker_watermarks: false, ..Default::default() };
+    let handled = Arc::new(AtomicU32::new(0));
+    let h = handled.clone();
+    let sub = Subscriber::start_on(client, "queues/frames", options, move |_| {
+        std::thread::sleep(Duration::from_millis(30));
+        h.fetch_add(1, Ordering::SeqCst);
+        Outcome::Accept
+    })
+    .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while handled.load(Ordering::SeqCst) < M && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let stats = sub.stop().unwrap();
+    assert_eq!(stats.accepted, M as u64, "{stats:?}");
+    assert_eq!(stats.overshoots, 0, "{stats:?}");
+    assert!(stats.peak_unsettled_messages <= 2, "{stats:?}");
+}
+
 /// `sluice-perf flow` (the load generator's scenario on this API) against the real
 /// broker: every message published within the publisher's limit and handled within
 /// the subscriber's, reported in the JSON it prints.

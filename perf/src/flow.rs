@@ -1085,7 +1085,10 @@ impl SubIo {
         if current == 0 {
             self.draining = false;
         }
-        match self.flow.plan(self.share, self.unsettled, self.unsettled_bytes, current, self.draining) {
+        // A delivery half received holds the credit it took at its first frame.
+        let (coming, coming_bytes) = self.wire.conn.receiving(self.link).map_or((0, 0), |b| (1, b));
+        let (held, held_bytes) = (self.unsettled + coming, self.unsettled_bytes.saturating_add(coming_bytes));
+        match self.flow.plan(self.share, held, held_bytes, current, self.draining) {
             Plan::Nothing => {}
             Plan::Grant(target) => {
                 if self.wire.conn.grant_credit(self.link, target, false).is_ok() {

@@ -2143,6 +2143,13 @@ impl Connection {
         self.link(id).map_or(0, |l| l.link_credit)
     }
 
+    /// The bytes received so far of a multi-frame delivery coming in on a receiving
+    /// link, if one is: it took its credit at its first frame and becomes an
+    /// [`Event::Delivery`] only at its last.
+    pub fn receiving(&self, id: LinkId) -> Option<usize> {
+        self.link(id).and_then(|l| l.partial.as_ref()).map(|p| p.data.len())
+    }
+
     /// Messages the peer's session window still admits from us on this channel.
     pub fn session_window(&self, ch: u16) -> u32 {
         self.session(ch).map_or(0, |s| s.remote_incoming_window)

@@ -517,6 +517,39 @@ fn multi_frame_reassembly_over_small_frames() {
     }));
 }
 
+/// While a multi-frame delivery comes in, `receiving` says how much of it is here: its
+/// credit is taken at the first frame, the delivery event comes at the last.
+#[test]
+fn a_delivery_coming_in_frame_by_frame_is_seen_as_receiving() {
+    let mut server = Config::server("s");
+    server.max_frame_size = 512;
+    let mut p = Pair::new(Config::client("c"), server);
+    drain(&mut p.client);
+    drain(&mut p.server);
+    let (_, c, s) = p.link(Role::Sender, "frames");
+    p.server.grant_credit(s, 10, false).unwrap();
+    p.pump();
+    drain(&mut p.client);
+    assert_eq!(p.server.receiving(s), None);
+    let payload = Bytes::from(vec![3u8; 10_000]);
+    p.client.send(c, DeliveryTag::from_u64(1), payload.clone(), false).unwrap();
+    let mut seen = Vec::new();
+    while let Some(chunk) = p.client.poll_transmit() {
+        // Frame by frame (a chunk may carry several: feed them 512 bytes at a time).
+        for part in chunk.chunks(512) {
+            p.server.handle_input(part, 0);
+            if let Some(n) = p.server.receiving(s) {
+                assert_eq!(p.server.link_credit(s), 9, "the credit is taken at the first frame");
+                assert!(deliveries(&drain(&mut p.server)).is_empty());
+                seen.push(n);
+            }
+        }
+    }
+    assert!(seen.len() > 10 && seen.windows(2).all(|w| w[0] <= w[1]) && seen[seen.len() - 1] < 10_000, "{seen:?}");
+    assert_eq!(p.server.receiving(s), None);
+    assert_eq!(deliveries(&drain(&mut p.server))[0].payload, payload);
+}
+
 #[test]
 fn large_outgoing_payload_is_not_copied() {
     let mut p = Pair::open();
