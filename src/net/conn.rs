@@ -309,7 +309,6 @@ struct Driver {
     shutting_down: bool,
 }
 
-/// Drive one connection until it ends.
 /// What the transport knows about the peer.
 pub(super) struct Peer {
     /// IP address.
@@ -318,7 +317,13 @@ pub(super) struct Peer {
     pub(super) tls: bool,
     /// The CN of a verified client certificate (mTLS).
     pub(super) client_cn: Option<String>,
+    /// What the transport took of the handshake timeout (the TLS handshake): the
+    /// AMQP handshake gets what is left, so a peer has the timeout from accept to
+    /// OPEN once, not once for TLS and again for AMQP.
+    pub(super) handshake_spent: Duration,
 }
+
+/// Drive one connection until it ends.
 
 pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     shard: Rc<Shard>,
@@ -331,7 +336,8 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     cfg.max_frame_size = s.max_frame_size;
     cfg.channel_max = s.channel_max();
     cfg.idle_timeout_ms = s.idle_timeout_ms();
-    cfg.handshake_timeout_ms = s.handshake_timeout_seconds.saturating_mul(1000);
+    let spent = u32::try_from(peer.handshake_spent.as_millis()).unwrap_or(u32::MAX);
+    cfg.handshake_timeout_ms = s.handshake_timeout_seconds.saturating_mul(1000).saturating_sub(spent).max(1);
     cfg.handle_max = s.handle_max();
     cfg.max_message_size = s.max_message_size;
     // Multi-frame messages being reassembled, over all links of one connection: two

@@ -182,13 +182,15 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
     if !tls {
         glommio::spawn_local(async move {
             let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-            conn::run(shard2.clone(), stream, Peer { ip, tls: false, client_cn: None }, over_limit).await;
+            let peer = Peer { ip, tls: false, client_cn: None, handshake_spent: Duration::ZERO };
+            conn::run(shard2.clone(), stream, peer, over_limit).await;
             release(&shard2);
         })
         .detach();
         return;
     }
     let acceptor = shard.tls.clone();
+    let started = std::time::Instant::now();
     glommio::spawn_local(async move {
         let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
         match acceptor {
@@ -206,7 +208,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
                 match futures_lite::future::or(handshake, timeout).await {
                     Ok(tls) => {
                         let client_cn = tls::client_cn(tls.get_ref().1);
-                        let peer = Peer { ip, tls: true, client_cn };
+                        let peer = Peer { ip, tls: true, client_cn, handshake_spent: started.elapsed() };
                         conn::run(shard2.clone(), tls, peer, over_limit).await;
                     }
                     Err(e) => tracing::debug!(peer = %ip, error = %e, "TLS handshake failed"),

@@ -434,3 +434,37 @@ def test_a_tls_peer_that_stops_reading_is_dropped_after_the_write_timeout(broker
     q = pub.sender("queues/after-stuck")
     assert q.send_and_wait(body="still served").remote_state == Delivery.ACCEPTED
     s.close()
+
+
+def test_the_handshake_timeout_counts_once_from_accept_over_tls(broker_factory, pki):
+    """SLUICE_HANDSHAKE_TIMEOUT_SECONDS is the time from accept to OPEN: a TLS peer that
+    used most of it on a slow TLS handshake has only the rest for AMQP. Before, the
+    AMQP handshake got the whole timeout again once TLS was done (6 s + 4 s here)."""
+    port = free_port()
+    b = broker_factory(
+        CONNECTORS_AMQP10_TLS_PORT=str(port),
+        SLUICE_TLS_CERT_FILE=os.path.join(pki, "server.pem"),
+        SLUICE_TLS_KEY_FILE=os.path.join(pki, "server.key"),
+        SLUICE_HANDSHAKE_TIMEOUT_SECONDS="6",
+    )
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    accepted = time.monotonic()
+    time.sleep(4)
+    ctx = ssl.create_default_context(cafile=os.path.join(pki, "ca.pem"))
+    t = ctx.wrap_socket(s, server_hostname="localhost")
+    t.settimeout(1)
+    closed_after = None
+    while time.monotonic() < accepted + 20:
+        try:
+            if not t.recv(4096):
+                closed_after = time.monotonic() - accepted
+                break
+        except socket.timeout:
+            continue
+        except (ssl.SSLError, OSError):
+            closed_after = time.monotonic() - accepted
+            break
+    t.close()
+    assert closed_after is not None, "the silent TLS peer was never closed"
+    # 6 s from accept; the old double timeout closed it at 10 s.
+    assert closed_after < 8.5, f"closed {closed_after:.1f} s after accept, timeout 6 s"
