@@ -324,7 +324,6 @@ pub(super) struct Peer {
 }
 
 /// Drive one connection until it ends.
-
 pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     shard: Rc<Shard>,
     mut stream: S,
