@@ -116,6 +116,7 @@ fn with_the_amqp_listener_off_the_admin_endpoint_is_healthy() {
 fn shards_run_on_the_cpus_the_process_was_given() {
     let allowed = sluice::shard::allowed_cpus();
     let cpu = *allowed.last().expect("the test's own affinity mask");
+    assert_ne!(cpu, 0, "this test needs a CPU other than 0 to run on (allowed: {allowed:?})");
     let shard_cpus = |b: &Broker| {
         let threads = common::thread_cpus(b.pid());
         let shards: Vec<_> = threads.into_iter().filter(|(name, _)| name.starts_with("sluice-shard")).collect();

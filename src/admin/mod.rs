@@ -263,89 +263,124 @@ fn counters_of(b: &Backlog) -> [u64; 5] {
 }
 
 /// What the scrapes before this one wrote for the per-channel counter families, so
-/// that each series only ever goes up. A channel's counters restart when it is
-/// forgotten (idle) and made again, and the channels summed under `_other` change
-/// (one forgotten, one given a series of its own, one pushed out of the first
-/// `cap`): written as they are, the series would go down, and the exporter keeps a
-/// counter at its maximum, so it would stay flat until it passed it again.
+/// that each series only ever goes up. A channel's counters start again when it is
+/// forgotten (idle) and made again, and which channels `_other` sums changes (one
+/// forgotten, one given a series of its own or pushed out of the first `cap`, a
+/// shard that did not answer in time): written as they are, the series would go
+/// down, and the exporter keeps a counter at its maximum, so it would stay flat until
+/// it passed it again.
+///
+/// A channel's series counts what the channel took in the scrapes that listed it in
+/// a row; what it took while it had no series (forgotten, past the cap, its shard
+/// silent) counts under `_other`, which grows by what every channel of its pattern
+/// together grew less what the listed series grew. So the rates add up.
 #[derive(Default)]
 pub(crate) struct ChannelCounters {
-    /// Channels with a series of their own: (counters last read, value written, when).
-    series: std::collections::BTreeMap<ChannelKey, ([u64; 5], [u64; 5], std::time::Instant)>,
-    /// Per pattern: every channel's counters summed, those forgotten included (only
-    /// grows), as last read.
-    totals: std::collections::BTreeMap<&'static str, [u64; 5]>,
+    /// Channels with a series of their own.
+    series: std::collections::BTreeMap<ChannelKey, Series>,
+    /// Per shard and pattern: its channels' counters summed, those forgotten included
+    /// (only grows), as last read. Kept for a shard that did not answer a scrape.
+    totals: std::collections::BTreeMap<(u16, &'static str), [u64; 5]>,
     /// Per pattern: the value written for `_other`.
     other: std::collections::BTreeMap<&'static str, [u64; 5]>,
+    /// Scrapes so far.
+    scrapes: u64,
+}
+
+/// What was written for one channel's series.
+struct Series {
+    /// Which making of the channel `last` was read from.
+    born: u64,
+    /// Its counters when last read.
+    last: [u64; 5],
+    /// The values written.
+    written: [u64; 5],
+    /// The scrape that last listed it.
+    scrape: u64,
+    seen: std::time::Instant,
+}
+
+/// How long a series' values are remembered after its channel was last listed: far
+/// past the exporter's idle drop, so a series it still renders never starts lower.
+const SERIES_REMEMBERED: Duration = Duration::from_secs(600);
+
+fn add5(a: &mut [u64; 5], b: &[u64; 5]) {
+    a.iter_mut().zip(b).for_each(|(x, y)| *x = x.saturating_add(*y));
+}
+
+fn sub5(a: &[u64; 5], b: &[u64; 5]) -> [u64; 5] {
+    std::array::from_fn(|i| a[i].saturating_sub(b[i]))
 }
 
 impl ChannelCounters {
-    /// Work out this scrape's values: each listed channel's series grows by what its
-    /// counters grew since they were last read (by all of them when they restarted);
-    /// `_other` grows by what every channel of its pattern together grew, less what the
-    /// listed channels' series grew (a new series starts at its channel's counters,
-    /// and what they took since the last scrape counts under `_other` too: Prometheus
-    /// counts no increase at a series' first sample). Returns (listed values, `_other`
-    /// values).
+    /// Work out this scrape's values from the listed channels (with the shard that
+    /// sent each) and each answering shard's totals per pattern. Returns the listed
+    /// channels' values and `_other`'s per pattern.
     fn update(
         &mut self,
-        listed: &[&ChannelStats],
-        beyond: &std::collections::BTreeMap<&'static str, Backlog>,
+        listed: &[(u16, &ChannelStats)],
+        totals: &std::collections::BTreeMap<(u16, &'static str), [u64; 5]>,
+        cap: usize,
     ) -> (Vec<[u64; 5]>, std::collections::BTreeMap<&'static str, [u64; 5]>) {
         let now = std::time::Instant::now();
-        let grew = |now: &[u64; 5], before: &[u64; 5]| -> [u64; 5] {
-            std::array::from_fn(|i| if now[i] >= before[i] { now[i] - before[i] } else { now[i] })
-        };
-        let add = |a: &mut [u64; 5], b: &[u64; 5]| a.iter_mut().zip(b).for_each(|(x, y)| *x = x.saturating_add(*y));
-        let mut totals: std::collections::BTreeMap<&'static str, [u64; 5]> = Default::default();
-        let mut listed_grew: std::collections::BTreeMap<&'static str, [u64; 5]> = Default::default();
+        self.scrapes += 1;
+        let scrape = self.scrapes;
+        // What the listed series take of the pattern's growth; for a shard seen for
+        // the first time, what its listed channels start their own series with.
+        let mut own: std::collections::BTreeMap<&'static str, [u64; 5]> = Default::default();
+        let mut started: std::collections::BTreeMap<(u16, &'static str), [u64; 5]> = Default::default();
         let mut values = Vec::with_capacity(listed.len());
-        for c in listed {
+        for (shard, c) in listed {
             let pattern = c.key.pattern.as_str();
             let raw = counters_of(&c.backlog);
-            add(totals.entry(pattern).or_default(), &raw);
             let value = match self.series.get_mut(&c.key) {
-                Some((last, written, seen)) => {
-                    let g = grew(&raw, last);
-                    add(listed_grew.entry(pattern).or_default(), &g);
-                    add(written, &g);
-                    *last = raw;
-                    *seen = now;
-                    *written
+                Some(s) => {
+                    // Listed in the scrape before: it grew by what its counters grew
+                    // (all of them when it was made again). Else its growth since was
+                    // counted under `_other`, and the series goes on from its value.
+                    if s.scrape + 1 == scrape {
+                        let grew = if s.born == c.backlog.born { sub5(&raw, &s.last) } else { raw };
+                        add5(&mut s.written, &grew);
+                        add5(own.entry(pattern).or_default(), &grew);
+                    }
+                    (s.born, s.last, s.scrape, s.seen) = (c.backlog.born, raw, scrape, now);
+                    s.written
                 }
                 None => {
-                    self.series.insert(c.key.clone(), (raw, raw, now));
+                    add5(started.entry((*shard, pattern)).or_default(), &raw);
+                    let s = Series { born: c.backlog.born, last: raw, written: raw, scrape, seen: now };
+                    self.series.insert(c.key.clone(), s);
                     raw
                 }
             };
             values.push(value);
         }
-        for (pattern, b) in beyond {
-            add(totals.entry(pattern).or_default(), &counters_of(b));
+        let mut all: std::collections::BTreeMap<&'static str, [u64; 5]> = Default::default();
+        for (&(shard, pattern), total) in totals {
+            let grew = match self.totals.insert((shard, pattern), *total) {
+                Some(before) => sub5(total, &before),
+                // First seen: what is not in a listed series is `_other`'s.
+                None => sub5(total, &started.get(&(shard, pattern)).copied().unwrap_or_default()),
+            };
+            add5(all.entry(pattern).or_default(), &grew);
         }
-        for (pattern, total) in &totals {
-            let before = self.totals.get(pattern).copied();
-            let other = self.other.entry(pattern).or_default();
-            match before {
-                // First scrape with this pattern: `_other` starts at what it sums.
-                None => {
-                    let sum = beyond.get(pattern).map(counters_of).unwrap_or_default();
-                    other.iter_mut().zip(sum).for_each(|(o, v)| *o = (*o).max(v));
-                }
-                Some(before) => {
-                    let all = grew(total, &before);
-                    let own = listed_grew.get(pattern).copied().unwrap_or_default();
-                    add(other, &std::array::from_fn(|i| all[i].saturating_sub(own[i])));
-                }
+        for (pattern, grew) in &all {
+            let mine = own.get(pattern).copied().unwrap_or_default();
+            add5(self.other.entry(pattern).or_default(), &sub5(grew, &mine));
+        }
+        // Remembered for a while, and at most a few times the cap (the listed ones
+        // kept).
+        self.series.retain(|_, s| now.duration_since(s.seen) < SERIES_REMEMBERED);
+        let most = cap.saturating_mul(4).saturating_add(64);
+        if self.series.len() > most {
+            let mut by_age: Vec<(u64, std::time::Instant)> =
+                self.series.values().filter(|s| s.scrape != scrape).map(|s| (s.scrape, s.seen)).collect();
+            by_age.sort_unstable();
+            if let Some(&(oldest_kept, _)) = by_age.get(self.series.len() - most) {
+                self.series.retain(|_, s| s.scrape >= oldest_kept);
             }
         }
-        self.totals = totals;
-        // A series the exporter has dropped (idle) starts again from the channel's
-        // counters: forget what was written for it.
-        let keep = Duration::from_secs(SERIES_IDLE_SECONDS);
-        self.series.retain(|_, (_, _, seen)| now.duration_since(*seen) < keep);
-        let others = self.other.iter().filter(|(p, _)| beyond.contains_key(*p)).map(|(p, v)| (*p, *v)).collect();
-        (values, others)
+        (values, self.other.clone())
     }
 }
 
@@ -353,19 +388,26 @@ impl ChannelCounters {
 /// The first `cap` channels (by name) get their own label set; the rest are summed
 /// under `channel="_other"` so a million channels cannot blow up the scrape.
 fn publish_backlog(snaps: &[ShardSnapshot], cap: usize, counted: &mut ChannelCounters) {
-    let mut channels: Vec<_> = snaps.iter().flat_map(|s| s.channels.iter()).collect();
-    channels.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut channels: Vec<(u16, &ChannelStats)> =
+        snaps.iter().flat_map(|s| s.channels.iter().map(move |c| (s.shard, c))).collect();
+    channels.sort_by(|a, b| a.1.key.cmp(&b.1.key));
     // Each shard sent its first `cap` channels and the sum of the rest (with its
     // forgotten channels' counters): the first `cap` of all are among those sent, and
     // the rest add up with the shards' sums.
     let mut other: std::collections::BTreeMap<&'static str, Backlog> = Default::default();
-    let beyond = channels.iter().skip(cap).copied().chain(snaps.iter().flat_map(|s| s.channel_others.iter()));
+    let beyond = channels.iter().skip(cap).map(|c| c.1).chain(snaps.iter().flat_map(|s| s.channel_others.iter()));
     for c in beyond {
         other.entry(c.key.pattern.as_str()).or_default().add(&c.backlog);
     }
-    let listed: Vec<&ChannelStats> = channels.iter().take(cap).copied().collect();
-    let (values, other_values) = counted.update(&listed, &other);
-    for (c, v) in listed.iter().zip(&values) {
+    let mut totals: std::collections::BTreeMap<(u16, &'static str), [u64; 5]> = Default::default();
+    for s in snaps {
+        for c in s.channels.iter().chain(&s.channel_others) {
+            add5(totals.entry((s.shard, c.key.pattern.as_str())).or_default(), &counters_of(&c.backlog));
+        }
+    }
+    let listed = &channels[..cap.min(channels.len())];
+    let (values, other_values) = counted.update(listed, &totals, cap);
+    for ((_, c), v) in listed.iter().zip(&values) {
         channel_families(c.key.pattern.as_str(), c.key.name.to_string(), &c.backlog, v);
     }
     // `_other` of a pattern is written once a channel of it is past the first `cap`
@@ -446,35 +488,57 @@ mod tests {
     use super::*;
     use crate::config::Pattern;
 
-    fn stats(name: &str, published: u64) -> ChannelStats {
+    fn stats(name: &str, published: u64, born: u64) -> ChannelStats {
         ChannelStats {
             key: ChannelKey::new(Pattern::Queues, name),
-            backlog: Backlog { published, ..Backlog::default() },
+            backlog: Backlog { published, born, ..Backlog::default() },
         }
     }
 
-    fn beyond(published: u64) -> std::collections::BTreeMap<&'static str, Backlog> {
-        [("queues", Backlog { published, ..Backlog::default() })].into_iter().collect()
+    fn totals(per_shard: &[(u16, u64)]) -> std::collections::BTreeMap<(u16, &'static str), [u64; 5]> {
+        per_shard.iter().map(|&(shard, published)| ((shard, "queues"), [published, 0, 0, 0, 0])).collect()
     }
 
-    /// Channels moving in and out of their own series, and forgotten, never take a
-    /// written counter down; what grows is counted once in rate terms.
+    /// Channels moving in and out of their own series, forgotten and made again, and a
+    /// shard that misses a scrape never take a written counter down, and every
+    /// message published is counted once in rate terms.
     #[test]
     fn channel_counters_only_go_up_as_channels_change_places() {
         let mut c = ChannelCounters::default();
+        let mut scrape = |listed: &[ChannelStats], t: &[(u16, u64)]| {
+            let listed: Vec<(u16, &ChannelStats)> = listed.iter().map(|s| (0, s)).collect();
+            let (v, o) = c.update(&listed, &totals(t), 1);
+            (v.first().map(|v| v[0]), o.get("queues").map_or(0, |o| o[0]))
+        };
         // a listed (10), b past the cap (5).
-        let (v, o) = c.update(&[&stats("a", 10)], &beyond(5));
-        assert_eq!((v[0][0], o["queues"][0]), (10, 5));
-        // A new channel "0" sorts first and takes the series: a (10) joins b under
-        // `_other`, which grows by what was published since (2, to "0").
-        let (v, o) = c.update(&[&stats("0", 2)], &beyond(15));
-        assert_eq!((v[0][0], o["queues"][0]), (2, 7));
-        // "0" forgotten (its 2 counted with the forgotten), a listed again with one
-        // more: a's series goes on from 10, `_other` does not go down.
-        let (v, o) = c.update(&[&stats("a", 11)], &beyond(7));
-        assert_eq!((v[0][0], o["queues"][0]), (11, 7));
-        // a forgotten and made again with 1 (its 11 now with the forgotten).
-        let (v, o) = c.update(&[&stats("a", 1)], &beyond(18));
-        assert_eq!((v[0][0], o["queues"][0]), (12, 7));
+        assert_eq!(scrape(&[stats("a", 10, 1)], &[(0, 15)]), (Some(10), 5));
+        // A new channel "0" sorts first and takes the series: a's 10 now under
+        // `_other`, which grows by what was published since (2, to "0", whose series
+        // starts at 2: no increase is counted at a series' first sample).
+        assert_eq!(scrape(&[stats("0", 2, 3)], &[(0, 17)]), (Some(2), 7));
+        // "0" forgotten; a listed again with one more, taken while it had no series:
+        // counted under `_other`, a goes on from 10.
+        assert_eq!(scrape(&[stats("a", 11, 1)], &[(0, 18)]), (Some(10), 8));
+        assert_eq!(scrape(&[stats("a", 12, 1)], &[(0, 19)]), (Some(11), 8));
+        // a forgotten and made again between two scrapes, one publish: a goes on.
+        assert_eq!(scrape(&[stats("a", 1, 5)], &[(0, 20)]), (Some(12), 8));
+        // The shard misses a scrape: nothing moves (before, its totals were taken as
+        // gone and counted again when it answered).
+        assert_eq!(scrape(&[], &[]), (None, 8));
+        assert_eq!(scrape(&[stats("a", 3, 5)], &[(0, 22)]), (Some(12), 10));
+        // A second shard seen for the first time: what it counted is `_other`'s.
+        assert_eq!(scrape(&[stats("a", 4, 5)], &[(0, 23), (1, 100)]), (Some(13), 110));
+    }
+
+    /// The remembered series are bounded by a few times the cap.
+    #[test]
+    fn remembered_series_are_bounded() {
+        let mut c = ChannelCounters::default();
+        for i in 0..1000u64 {
+            let s = stats(&format!("ch-{i:04}"), i, i + 1);
+            c.update(&[(0, &s)], &totals(&[(0, i * 10)]), 1);
+        }
+        assert!(c.series.len() <= 4 + 64, "{}", c.series.len());
+        assert!(c.series.contains_key(&ChannelKey::new(Pattern::Queues, "ch-0999")));
     }
 }

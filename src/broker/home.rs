@@ -102,8 +102,11 @@ pub struct Limits {
 }
 
 /// Per-channel counters.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Clone, Copy)]
 struct Counters {
+    /// Which making of a channel these count (unique in the process): a channel
+    /// forgotten and made again starts new counters, and /metrics tells them apart.
+    born: u64,
     published: u64,
     published_bytes: u64,
     delivered: u64,
@@ -111,6 +114,21 @@ struct Counters {
     deadline_expired: u64,
     /// When the channel last saw a publish (steady clock).
     touched_ms: u64,
+}
+
+impl Default for Counters {
+    fn default() -> Self {
+        static BORN: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Counters {
+            born: BORN.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            published: 0,
+            published_bytes: 0,
+            delivered: 0,
+            dead_lettered: 0,
+            deadline_expired: 0,
+            touched_ms: 0,
+        }
+    }
 }
 
 impl Counters {
@@ -155,6 +173,9 @@ pub struct Backlog {
     pub dead_lettered: u64,
     /// Deliveries returned because their ack deadline passed.
     pub deadline_expired: u64,
+    /// One channel's: which making of it the counters are of (see `Counters`); 0 in
+    /// a sum.
+    pub born: u64,
 }
 
 impl Backlog {
@@ -906,6 +927,7 @@ impl Home {
             oldest_unacked_ms: oldest.map_or(0, |t| now.saturating_sub(t)),
             dead_lettered: c.dead_lettered,
             deadline_expired: c.deadline_expired,
+            born: c.born,
         };
         for (k, q) in &self.queues {
             let oldest = q

@@ -328,10 +328,15 @@ pub fn run(global: Arc<Global>) -> std::io::Result<()> {
     let shards = global.settings.shards;
     let mesh: MeshBuilder<Vec<ShardMsg>, _> = MeshBuilder::full(shards, RING_CAPACITY);
     let mut handles = Vec::new();
-    let cpus = placement_cpus(shards, &allowed_cpus());
+    let allowed = allowed_cpus();
+    let usable = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let cpus = placement_cpus(shards, &allowed, usable);
     match &cpus {
         Some(cpus) => tracing::info!(?cpus, "each shard pinned to one CPU of the process's affinity mask"),
-        None => tracing::info!(shards, "more shards than CPUs allowed to the process: shards are not pinned"),
+        None if allowed.is_empty() => {
+            tracing::info!("the process's affinity mask cannot be read: shards are not pinned")
+        }
+        None => tracing::info!(shards, usable, "more shards than CPUs the process may use: shards are not pinned"),
     }
     for i in 0..shards {
         let mesh = mesh.clone();
@@ -372,10 +377,12 @@ pub fn allowed_cpus() -> Vec<usize> {
 }
 
 /// Shard i's CPU: the i-th CPU the process may run on. None (no pinning) when there are
-/// more shards than such CPUs. Pinning to CPU i itself would put a broker started with
-/// `taskset -c 2,3` or in a cpuset on CPUs 0 and 1, outside what it was given.
-fn placement_cpus(shards: usize, allowed: &[usize]) -> Option<Vec<usize>> {
-    (shards <= allowed.len()).then(|| allowed[..shards].to_vec())
+/// more shards than such CPUs, or than `usable` (the CPU time a cgroup quota leaves,
+/// as `available_parallelism` counts it). Pinning to CPU i itself would put a broker
+/// started with `taskset -c 2,3` or in a cpuset on CPUs 0 and 1, outside what it was
+/// given.
+fn placement_cpus(shards: usize, allowed: &[usize], usable: usize) -> Option<Vec<usize>> {
+    (shards <= allowed.len() && shards <= usable).then(|| allowed[..shards].to_vec())
 }
 
 async fn shard_main(

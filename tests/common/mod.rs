@@ -240,7 +240,6 @@ pub fn fresh_dir(tag: &str) -> String {
     d.to_string_lossy().into_owned()
 }
 
-/// The resident set size of a process in KiB (0 when it cannot be read).
 /// The CPUs each thread of a process may run on: (thread name, Cpus_allowed_list).
 pub fn thread_cpus(pid: u32) -> Vec<(String, String)> {
     let mut out = Vec::new();
@@ -254,6 +253,7 @@ pub fn thread_cpus(pid: u32) -> Vec<(String, String)> {
     out
 }
 
+/// The resident set size of a process in KiB (0 when it cannot be read).
 pub fn rss_kib(pid: u32) -> u64 {
     status_kib(pid, "VmRSS:")
 }
