@@ -1639,6 +1639,8 @@ fn transfer_beyond_the_session_window_ends_the_session() {
     assert!(ended, "no END after {sent} frames beyond the window: {}", p.summary());
     let e = p.expect_end(bch, "amqp:session:window-violation");
     eprintln!("window violation after {sent} frames sent: {:?}", e.description);
+    // Counted at its scope.
+    assert_eq!(b.metric("kubemq_amqp10_errors_total{scope=\"session\"}"), Some(1.0));
     p.assert_connection_usable(0, 1, &q("window-2"));
     assert_in_queue(&b, &q("window"), &[b"before the window".to_vec()]);
     by.finish(&b);

@@ -104,9 +104,13 @@ fn configurations_that_could_not_serve_are_refused_with_exit_code_2() {
 fn with_the_amqp_listener_off_the_admin_endpoint_is_healthy() {
     let b = Broker::start(&[("CONNECTORS_AMQP10_ENABLE", "false")]);
     assert_eq!(b.http("/healthz").map(|(s, _)| s), Some(200));
-    let (status, body) = b.http("/api/channels").unwrap();
+    for path in ["/api/channels", "/api/amqp10/connections", "/api/amqp10/links"] {
+        let (status, body) = b.http(path).unwrap();
+        assert_eq!(status, 200, "{path}: {body}");
+        assert!(body.contains(r#""total":0"#), "{path}: {body}");
+    }
+    let (status, body) = b.http("/metrics").unwrap();
     assert_eq!(status, 200, "{body}");
-    assert!(body.contains(r#""total":0"#), "{body}");
     assert!(std::net::TcpStream::connect(b.addr()).is_err(), "an AMQP listener is up");
 }
 

@@ -2354,6 +2354,9 @@ struct Responder {
     /// settles, or never reads, stops getting requests instead of piling them up.
     unsettled: u32,
     max_unsettled: u32,
+    /// The outstanding-messages watermark (0: none), for a responder receiving
+    /// unsettled: requests it has not settled.
+    max_out_msgs: u32,
     /// In the turns.
     queued: bool,
 }
@@ -2363,7 +2366,12 @@ impl Competitor for Responder {
         self.sub
     }
     fn room(&self) -> u32 {
-        self.credit.credit.min(self.max_unsettled.saturating_sub(self.unsettled))
+        let room = self.credit.credit.min(self.max_unsettled.saturating_sub(self.unsettled));
+        if !self.presettled && self.max_out_msgs > 0 {
+            room.min(self.max_out_msgs.saturating_sub(self.unsettled))
+        } else {
+            room
+        }
     }
     fn credit_mut(&mut self) -> &mut Credit {
         &mut self.credit
@@ -2415,6 +2423,7 @@ impl RpcChan {
             presettled: spec.presettled,
             unsettled: 0,
             max_unsettled: spec.max_unsettled.max(1),
+            max_out_msgs: spec.max_outstanding_messages,
             queued: false,
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
@@ -2728,6 +2737,49 @@ mod tests {
         assert!(checks <= 100, "{checks} tokens checked for 50 unsubscribes of one-delivery consumers");
     }
 
+    /// Competing consumers take turns of at most GetBatchSize (32) messages each: 100
+    /// messages that come back to the queue at once go 32 to one consumer, 32 to the
+    /// other, 32 to the first and the last 4 to the second.
+    #[test]
+    fn queue_consumers_take_turns_of_get_batch_size() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Queues, "turns");
+        let mut out = Vec::new();
+        let consumer = |link: u64, home: &mut Home, out: &mut Vec<ShardMsg>| {
+            let mut spec = spec();
+            spec.presettled = false;
+            spec.max_unsettled = 1024;
+            spec.batch = 32;
+            let sub = SubRef { shard: 0, conn: 1, link };
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub, spec }, 1, out);
+            let credit =
+                ShardMsg::Credit { key: key.clone(), sub, credit: 100, reached: 0, bytes_out: 0, drain: false, seq: 0 };
+            home.handle(credit, 1, out);
+            sub
+        };
+        // A first consumer takes all 100; two more wait with 100 credit each.
+        let first = consumer(0, &mut home, &mut out);
+        for _ in 0..100 {
+            home.handle(publish_msg(&key, &b"m"[..]), 1, &mut out);
+        }
+        assert_eq!(home.queues[&key].unacked.len(), 100);
+        let a = consumer(1, &mut home, &mut out);
+        let b = consumer(2, &mut home, &mut out);
+        out.clear();
+        // The first goes: its 100 come back at once.
+        home.handle(unsubscribe_msg(&key, first, Vec::new()), 1, &mut out);
+        let mut turns: Vec<(u64, usize)> = Vec::new();
+        for m in &out {
+            if let ShardMsg::Deliver { sub, .. } = m {
+                match turns.last_mut() {
+                    Some((link, n)) if *link == sub.link => *n += 1,
+                    _ => turns.push((sub.link, 1)),
+                }
+            }
+        }
+        assert_eq!(turns, vec![(a.link, 32), (b.link, 32), (a.link, 32), (b.link, 4)]);
+    }
+
     /// A queue's dispatch visits the consumers that may take messages, not all of
     /// them: with 1,000 consumers of which one has credit, 1,000 publishes cost about
     /// 1,000 visits (before: every publish walked all 1,000 consumers, a million
@@ -2836,6 +2888,31 @@ mod tests {
             request(&mut home, &mut out);
         }
         assert_eq!((delivered_to(&out, 7), delivered_to(&out, 500)), (10, 10), "turn by turn");
+    }
+
+    /// A responder receiving unsettled with `x-opt-sluice-max-outstanding-messages`
+    /// gets at most that many requests it has not settled, whatever its credit; each
+    /// settlement lets one more go. Before, only MaxUnsettledPerLink held it.
+    #[test]
+    fn a_responder_is_held_to_its_outstanding_messages_watermark() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Commands, "marked");
+        let mut out = Vec::new();
+        let mut spec = spec();
+        spec.presettled = false;
+        spec.max_unsettled = 1024;
+        spec.max_outstanding_messages = 3;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
+        home.handle(credit_msg(&key, 1, 100), 1, &mut out);
+        out.clear();
+        for _ in 0..10 {
+            let msg = Msg { payload: bytes::Bytes::from_static(b"r"), received_ms: 1 };
+            home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms: u64::MAX }, 1, &mut out);
+        }
+        assert_eq!(delivered_to(&out, 1), 3);
+        out.clear();
+        home.handle(ShardMsg::RpcSettled { key: key.clone(), sub: sub(1), n: 2 }, 1, &mut out);
+        assert_eq!(delivered_to(&out, 1), 2, "two settled, two more");
     }
 
     /// A FLOW finds its events subscriber by an index: 1,000 subscribers of one

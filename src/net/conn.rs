@@ -814,6 +814,11 @@ impl Driver {
             Event::LocalError { scope, error } => {
                 tracing::debug!(conn = self.id, condition = %error.condition, "protocol error");
                 self.count_error(scope);
+                // An oversize message is refused as it comes in: dropped, as the
+                // reference counts it.
+                if error.condition.as_str() == condition::MESSAGE_SIZE_EXCEEDED {
+                    add(&self.shard.counters.transfers_in_dropped, 1);
+                }
             }
         }
     }
@@ -1972,7 +1977,10 @@ impl Driver {
     /// unless the ring towards the channel's home shard is backed up: then the
     /// top-up waits, and the producer's credit is what pushes back.
     fn top_up(&mut self, link: LinkId, window: u32) {
-        if self.engine.link_credit(link) >= window / 2 || self.backoffs.iter().any(|b| b.link == link) {
+        // Below half: credit * 2 < window (window / 2 rounds down, and with a window of
+        // 1 no credit ever came back after the first message).
+        let credit = u64::from(self.engine.link_credit(link));
+        if credit * 2 >= u64::from(window) || self.backoffs.iter().any(|b| b.link == link) {
             return;
         }
         // `routed`: what the link takes may go to another shard (a channel, or whatever

@@ -57,6 +57,19 @@ def test_produce_credit_topped_up_when_below_half(broker_factory, amqp):
     assert s.credit == 10
 
 
+def test_a_window_of_one_is_topped_up_after_every_message(broker_factory, amqp):
+    """MaxUnsettledPerLink=1: credit 1, then 0 after each message, which is below half
+    of 1; before, the check compared with 1/2 = 0 and the producer never got credit
+    again after its first message."""
+    b = broker_factory(CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK="1")
+    c = amqp.connect(b.url)
+    s = c.sender(f"queues/{uid('q')}")
+    for i in range(3):
+        s.wait_credit(1)
+        s.send(text_message(f"m{i}"))
+        assert s.wait_settled() == [ACCEPTED] * (i + 1)
+
+
 def test_produce_credit_topped_up_default_window(broker, amqp):
     c = amqp.connect(broker.url)
     s = c.sender(f"queues/{uid('q')}")

@@ -172,6 +172,8 @@ def test_max_message_size_exact_limit_accepted_one_over_refused(broker_factory, 
     if s.is_remote_closed() and s.remote_condition is not None:
         conds.append(s.remote_condition.name)
     assert conds and set(conds) == {"amqp:link:message-size-exceeded"}, (over.remote_state, conds)
+    # Counted as an inbound transfer dropped (the reference's "oversize").
+    assert b.wait_metric("kubemq_amqp10_transfers_in_dropped_total", lambda v: v == 1, pump=amqp) == 1
     # The message at the limit is there, the oversize one is not.
     r = c.receiver(ch, credit=5)
     got = r.take(1)

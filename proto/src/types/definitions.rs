@@ -244,10 +244,42 @@ described_list! {
     }
 }
 
+/// The longest description [`Error::new`] keeps, in bytes: descriptions are short, and
+/// some quote what a peer sent (a channel name, a selector).
+pub const MAX_DESCRIPTION: usize = 512;
+
 impl Error {
-    /// An error with a condition and a description.
+    /// An error with a condition and a description, cut to [`MAX_DESCRIPTION`] bytes
+    /// (at a character boundary).
     pub fn new(condition: &str, description: impl Into<String>) -> Self {
-        Error { condition: Symbol::new(condition), description: Some(description.into()), info: None }
+        let mut description = description.into();
+        if description.len() > MAX_DESCRIPTION {
+            let mut end = MAX_DESCRIPTION;
+            while !description.is_char_boundary(end) {
+                end -= 1;
+            }
+            description.truncate(end);
+        }
+        Error { condition: Symbol::new(condition), description: Some(description), info: None }
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+
+    /// A description longer than 512 bytes is cut at a character boundary.
+    #[test]
+    fn descriptions_are_cut_to_512_bytes() {
+        let long = "é".repeat(600); // 1200 bytes, two per character
+        let e = Error::new(condition::NOT_FOUND, format!("x{long}"));
+        let d = e.description.unwrap();
+        assert_eq!(d.len(), 511, "cut before the character that would pass 512");
+        assert!(format!("x{long}").starts_with(&d));
+        let short = Error::new(condition::NOT_FOUND, "no such channel");
+        assert_eq!(short.description.as_deref(), Some("no such channel"));
+        let exact = "a".repeat(MAX_DESCRIPTION);
+        assert_eq!(Error::new(condition::NOT_FOUND, exact.clone()).description, Some(exact));
     }
 }
 
