@@ -59,7 +59,8 @@ fn lossless_events_store_holds_100k_events_at_zero_credit() {
     let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "256")]);
     let mut sub = Client::connect(b.addr(), "holder").unwrap();
     let sch = sub.begin().unwrap();
-    let opts = props(&[("x-opt-sluice-stall", Value::string("hold"))]);
+    // Pre-settled deliveries (asked for: a receiver asking unsettled must settle).
+    let opts = LinkOptions { presettled: true, ..props(&[("x-opt-sluice-stall", Value::string("hold"))]) };
     let r = sub.attach_receiver(sch, "hold", Some("events-store/lossless"), &opts).unwrap();
     let (mut p, s) = presettled_publisher(&b, "events-store/lossless");
     const N: u32 = 100_000;
@@ -102,8 +103,11 @@ fn reattach(b: &Broker, container: &str, address: &str, opts: &LinkOptions) -> (
 fn lossless_durable_subscription_resumes_after_what_was_sent() {
     let b = Broker::start(&[("SLUICE_EVENTS_STORE_STALL", "hold"), ("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "8")]);
     let (mut p, s) = presettled_publisher(&b, "events-store/dur");
-    let durable =
-        LinkOptions { expiry_policy: Some("never"), ..props(&[("x-opt-kubemq-start", Value::string("first"))]) };
+    let durable = LinkOptions {
+        expiry_policy: Some("never"),
+        presettled: true,
+        ..props(&[("x-opt-kubemq-start", Value::string("first"))])
+    };
     {
         let mut c = Client::connect(b.addr(), "same-container").unwrap();
         let ch = c.begin().unwrap();
@@ -989,6 +993,65 @@ fn queue_deliveries_behind_shut_windows_are_bounded_and_none_is_lost() {
     assert_eq!(got, (0..400).collect::<Vec<_>>());
 }
 
+/// A lossless durable events-store subscription whose receiver asks for unsettled
+/// deliveries (snd-settle-mode unsettled) gets them unsettled: at most
+/// MaxUnsettledPerLink unsettled at once, the durable cursor moves only past what it
+/// settled, a released event comes again, and what it had not settled when its
+/// connection went comes again on the next attach. (Before, events-store deliveries
+/// were always pre-settled and the cursor moved as they were sent: events in the
+/// client's buffers when it crashed were gone for the subscription.)
+#[test]
+fn a_lossless_subscription_receiving_unsettled_gets_back_what_it_did_not_settle() {
+    let b = Broker::start(&[("SLUICE_EVENTS_STORE_STALL", "hold"), ("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "8")]);
+    let (mut p, s) = presettled_publisher(&b, "events-store/acked");
+    publish_indexed(&mut p, s, 0, 20);
+    let durable =
+        LinkOptions { expiry_policy: Some("never"), ..props(&[("x-opt-kubemq-start", Value::string("first"))]) };
+    let index = |d: &sluice_proto::engine::Delivery| u32::from_be_bytes(body(d)[..4].try_into().unwrap());
+    {
+        let mut c = Client::connect(b.addr(), "acked-container").unwrap();
+        let ch = c.begin().unwrap();
+        let r = c.attach_receiver(ch, "durable-sub", Some("events-store/acked"), &durable).unwrap();
+        c.engine().grant_credit(r, 100, false).unwrap();
+        let first: Vec<_> = (0..8).map(|_| c.receive(r, WAIT).unwrap()).collect();
+        assert_eq!(first.iter().map(index).collect::<Vec<_>>(), (0..8).collect::<Vec<_>>());
+        assert!(first.iter().all(|d| !d.settled), "sent unsettled");
+        assert!(no_delivery_within(&mut c, r, Duration::from_millis(300)), "more than 8 unsettled");
+        // A drain while nothing more can go is answered at once.
+        c.engine().grant_credit(r, 100, true).unwrap();
+        c.wait_for(|e| matches!(e, Event::SenderFlow { link, drain: true, .. } if *link == r), WAIT).unwrap();
+        c.engine().grant_credit(r, 100, false).unwrap();
+        // Five settled: five more come. Event 5 released: it comes again (after them,
+        // as the settlements came first).
+        for d in &first[..5] {
+            c.settle(r, d.delivery_id, DeliveryState::Accepted);
+        }
+        c.settle(r, first[5].delivery_id, DeliveryState::Released);
+        let next: Vec<_> = (0..6).map(|_| c.receive(r, WAIT).unwrap()).collect();
+        assert_eq!(next.iter().map(index).collect::<Vec<_>>(), vec![8, 9, 10, 11, 12, 5]);
+        // Gone without settling 5..=12.
+        c.engine().close(None);
+        let _ = c.pump(Duration::from_millis(100));
+    }
+    let (mut c, r) = reattach(&b, "acked-container", "events-store/acked", &durable);
+    c.engine().grant_credit(r, 100, false).unwrap();
+    for want in 5..20u32 {
+        let d = c.receive(r, WAIT).unwrap();
+        assert_eq!(index(&d), want);
+        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+    }
+    let _ = c.pump(Duration::from_millis(100));
+    c.engine().close(None);
+    let _ = c.pump(Duration::from_millis(100));
+    drop(c);
+    // Everything settled: the next attach starts after event 19.
+    let (mut c, r) = reattach(&b, "acked-container", "events-store/acked", &durable);
+    c.engine().grant_credit(r, 100, false).unwrap();
+    assert!(no_delivery_within(&mut c, r, Duration::from_millis(300)), "a settled event came again");
+    publish_indexed(&mut p, s, 20, 1);
+    assert_eq!(index(&c.receive(r, WAIT).unwrap()), 20);
+}
+
 /// A lossless durable events-store subscription whose session window is shut: the
 /// event waiting for the window was not sent, so the subscription's cursor stays
 /// before it, and after a reattach every event arrives from the first. (Before, the
@@ -998,8 +1061,11 @@ fn queue_deliveries_behind_shut_windows_are_bounded_and_none_is_lost() {
 fn a_lossless_durable_subscription_keeps_the_event_waiting_for_its_window() {
     let b = Broker::start(&[("SLUICE_EVENTS_STORE_STALL", "hold"), ("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "8")]);
     let (mut p, s) = presettled_publisher(&b, "events-store/waiting");
-    let durable =
-        LinkOptions { expiry_policy: Some("never"), ..props(&[("x-opt-kubemq-start", Value::string("first"))]) };
+    let durable = LinkOptions {
+        expiry_policy: Some("never"),
+        presettled: true,
+        ..props(&[("x-opt-kubemq-start", Value::string("first"))])
+    };
     {
         let mut cfg = Config::client("waiting-container");
         cfg.session_window = 0;

@@ -128,7 +128,7 @@ fn crash_round(seed: u64) {
         &missing[..missing.len().min(5)]
     );
     // hold: a replay larger than the window waits for credit instead of stalling.
-    let mut replay = start_props("first");
+    let mut replay = LinkOptions { presettled: true, ..start_props("first") };
     if let Some(f) = replay.properties.as_mut() {
         f.0.push((Symbol::new("x-opt-sluice-stall"), Value::string("hold")));
     }
@@ -391,7 +391,8 @@ fn durable_subscriptions_and_start_positions_survive_a_restart() {
     let mut b = Broker::start(&env(&dir, &[]));
     publish(&b, "events-store/dur", 10);
     let durable = LinkOptions { expiry_policy: Some("never"), ..start_props("first") };
-    let mut lossless = durable.clone();
+    // Pre-settled (a receiver asking unsettled in lossless mode must settle).
+    let mut lossless = LinkOptions { presettled: true, ..durable.clone() };
     if let Some(f) = lossless.properties.as_mut() {
         f.0.push((Symbol::new("x-opt-sluice-stall"), Value::string("hold")));
     }

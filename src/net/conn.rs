@@ -21,7 +21,7 @@ use sluice_proto::types::{
     SenderSettleMode, Source, Target,
 };
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BinaryHeap, VecDeque};
 use std::fmt::Write as _;
 
 /// Maps on the per-message path: foldhash (fast, seeded per map), not SipHash.
@@ -114,11 +114,38 @@ enum LinkKind {
         stalled: bool,
         /// Events-store lossless mode.
         hold: bool,
+        /// Lossless events-store links that asked for unsettled deliveries: what the
+        /// client has not settled yet, which the durable cursor stays before.
+        acks: Option<Box<StoreAcks>>,
     },
     NodeConsume {
         /// The dynamic node's name (shared: cloned on every settlement and credit).
         node: Rc<str>,
     },
+}
+
+/// The events a lossless events-store link sent unsettled and the client has not
+/// settled: the durable cursor stays before the first of them, so a client that goes
+/// (or crashes) before settling gets them again when its durable subscription comes
+/// back. Released or modified ones are sent again.
+#[derive(Debug, Default)]
+struct StoreAcks {
+    /// Sequence number -> payload, for resending.
+    unacked: BTreeMap<u64, Bytes>,
+    /// Released or modified: sent again before the ring's next.
+    redo: VecDeque<u64>,
+    /// The sequence number after the last one taken from the ring (0: none yet).
+    next: u64,
+    /// The cursor last told to the home.
+    told: u64,
+}
+
+impl StoreAcks {
+    /// Where the durable cursor may be: the first event not settled, or past the
+    /// last one taken.
+    fn cursor(&self) -> u64 {
+        self.unacked.keys().next().copied().unwrap_or(self.next)
+    }
 }
 
 #[derive(Debug)]
@@ -1160,15 +1187,29 @@ impl Driver {
                 );
             }
         }
-        // Events and events-store deliver pre-settled; queues honour snd-settle-mode.
+        let hold_by_default = self.settings().events_store_stall == crate::config::StallPolicy::Hold;
+        let hold = match props.get("x-opt-sluice-stall").and_then(Value::as_str) {
+            Some("hold") => true,
+            Some("detach") => false,
+            Some(_) => return self.refuse(link, condition::INVALID_FIELD, "x-opt-sluice-stall must be hold or detach"),
+            None => hold_by_default,
+        };
+        // Events deliver pre-settled; queues and RPC honour snd-settle-mode; events-store
+        // delivers pre-settled unless a lossless link asks for unsettled deliveries.
+        // (Not for a consumer group: its members share one cursor.)
+        let acks = key.pattern == Pattern::EventsStore
+            && hold
+            && group.is_none()
+            && attach.snd_settle_mode() == SenderSettleMode::Unsettled;
         let presettled = match key.pattern {
             Pattern::Queues => attach.snd_settle_mode() == SenderSettleMode::Settled,
-            Pattern::Events | Pattern::EventsStore => true,
+            Pattern::Events => true,
+            Pattern::EventsStore => !acks,
             Pattern::Commands | Pattern::Queries => attach.snd_settle_mode() == SenderSettleMode::Settled,
         };
         let snd = match (key.pattern, presettled) {
             (_, true) => SenderSettleMode::Settled,
-            (Pattern::Queues, false) => SenderSettleMode::Unsettled,
+            (Pattern::Queues | Pattern::EventsStore, false) => SenderSettleMode::Unsettled,
             _ => SenderSettleMode::Mixed,
         };
         let reply = Attach {
@@ -1187,7 +1228,8 @@ impl Driver {
             reply: Some(Box::new(reply)),
             pending_drain: None,
             stalled: false,
-            hold: false,
+            hold,
+            acks: acks.then(Box::default),
         };
         let mut ctx = self.new_ctx(channel, &attach.name, Role::Sender, kind);
         ctx.address = addr;
@@ -1195,12 +1237,6 @@ impl Driver {
         ctx.chan = key.name.to_string();
         ctx.durable = durable;
         let st = self.settings();
-        let hold = match props.get("x-opt-sluice-stall").and_then(Value::as_str) {
-            Some("hold") => true,
-            Some("detach") => false,
-            Some(_) => return self.refuse(link, condition::INVALID_FIELD, "x-opt-sluice-stall must be hold or detach"),
-            None => st.events_store_stall == crate::config::StallPolicy::Hold,
-        };
         let number = |name: &str| props.get(name).and_then(value_u64);
         let spec = SubSpec {
             group,
@@ -1223,9 +1259,6 @@ impl Driver {
                 .map_or(st.ack_deadline_seconds as u64, |n| n.min(u32::MAX as u64))
                 .saturating_mul(1000),
         };
-        if let LinkKind::Consume { hold: h, .. } = &mut ctx.kind {
-            *h = hold;
-        }
         ctx.renews = spec.ack_deadline_ms > 0;
         let sub = self.sub(ctx.serial);
         if ctx.durable {
@@ -1370,7 +1403,10 @@ impl Driver {
     /// Move events-store events from the ring to the wire as credit allows.
     fn pump_ring(&mut self, link: LinkId) {
         let Some(ctx) = self.links.get_mut(&link) else { return };
-        let LinkKind::Consume { ring: Some(ring), key, stalled: false, hold, .. } = &ctx.kind else { return };
+        let LinkKind::Consume { ring: Some(ring), key, stalled: false, hold, acks, .. } = &ctx.kind else { return };
+        if acks.is_some() {
+            return self.pump_ring_unsettled(link);
+        }
         let ring = ring.clone();
         let key = key.clone();
         let hold = *hold;
@@ -1417,6 +1453,98 @@ impl Driver {
         if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::AcqRel) {
             self.route(ShardMsg::RingSpace { key, sub });
         }
+    }
+
+    /// [`Self::pump_ring`] for a lossless link receiving unsettled: events released
+    /// or modified go again first, then the ring's, while the link has credit and at
+    /// most MaxUnsettledPerLink are unsettled. The cursor moves on settlements
+    /// ([`Self::store_settled`]), not here.
+    fn pump_ring_unsettled(&mut self, link: LinkId) {
+        let max = self.settings().effective_max_unsettled() as usize;
+        let Some(ctx) = self.links.get(&link) else { return };
+        let LinkKind::Consume { ring: Some(ring), key, .. } = &ctx.kind else { return };
+        let (ring, key, serial) = (ring.clone(), key.clone(), ctx.serial);
+        loop {
+            let Some(ctx) = self.links.get_mut(&link) else { return };
+            if !ctx.held.is_empty() || self.engine.link_credit(link) == 0 {
+                break;
+            }
+            let LinkKind::Consume { acks: Some(acks), .. } = &mut ctx.kind else { return };
+            let next = match acks.redo.pop_front() {
+                Some(seq) => match acks.unacked.get(&seq) {
+                    Some(payload) => (seq, payload.clone()),
+                    None => continue,
+                },
+                None => {
+                    if acks.unacked.len() >= max {
+                        break;
+                    }
+                    let Some((seq, msg)) = ring.ring.pop() else { break };
+                    acks.unacked.insert(seq, msg.payload.clone());
+                    acks.next = seq + 1;
+                    (seq, msg.payload)
+                }
+            };
+            let seq = next.0;
+            match self.send_consumed(link, Pattern::EventsStore, seq, next.1, false) {
+                Sent::Out => {}
+                Sent::Waits(h) => {
+                    self.hold(link, h);
+                    break;
+                }
+                Sent::Failed => {
+                    // Not sent (the link is going, or its credit was lowered): again
+                    // first, while the link lasts.
+                    if let Some(LinkKind::Consume { acks: Some(acks), .. }) =
+                        self.links.get_mut(&link).map(|c| &mut c.kind)
+                    {
+                        acks.redo.push_front(seq);
+                    }
+                    break;
+                }
+            }
+        }
+        // A drain completes once nothing more can go now: no credit, or nothing to
+        // send again and the ring empty or the unsettled window full.
+        let Some(ctx) = self.links.get(&link) else { return };
+        let stuck = matches!(&ctx.kind, LinkKind::Consume { acks: Some(a), .. }
+            if a.redo.is_empty() && (ring.ring.is_empty() || a.unacked.len() >= max));
+        let drain = self.engine.link_info(link).is_some_and(|i| i.drain);
+        if drain && (stuck || self.engine.link_credit(link) == 0) {
+            self.complete_drain(link);
+        }
+        if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::AcqRel) {
+            let sub = self.sub(serial);
+            self.route(ShardMsg::RingSpace { key, sub });
+        }
+    }
+
+    /// The client settled (or the broker could not send) event `seq` of a lossless
+    /// link receiving unsettled: accepted or rejected, it is done with; released or
+    /// modified, it goes again. The durable cursor moves up to the first event still
+    /// unsettled.
+    fn store_settled(&mut self, link: LinkId, seq: u64, outcome: Outcome) {
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let serial = ctx.serial;
+        let LinkKind::Consume { key, acks: Some(acks), .. } = &mut ctx.kind else { return };
+        match outcome {
+            Outcome::Accepted | Outcome::Rejected => {
+                acks.unacked.remove(&seq);
+            }
+            Outcome::Requeue | Outcome::Undelivered => {
+                if acks.unacked.contains_key(&seq) && !acks.redo.contains(&seq) {
+                    acks.redo.push_back(seq);
+                }
+            }
+        }
+        let cursor = acks.cursor();
+        if cursor > acks.told {
+            acks.told = cursor;
+            let key = key.clone();
+            let sub = self.sub(serial);
+            self.route(ShardMsg::Consumed { key, sub, next_seq: cursor });
+        }
+        self.pump_ring(link);
     }
 
     fn on_deliver(&mut self, serial: u64, token: u64, msg: Msg, receive_count: u32, settled: bool) {
@@ -1503,7 +1631,8 @@ impl Driver {
         // requests sent unsettled (until settled), and pre-settled ones (until written
         // out, so a consumer or responder that does not read gets no more than its
         // window, and a queue message not written when the link ends goes back).
-        let tracked = matches!(pattern, Pattern::Commands | Pattern::Queries | Pattern::Queues);
+        let tracked = matches!(pattern, Pattern::Commands | Pattern::Queries | Pattern::Queues)
+            || (pattern == Pattern::EventsStore && !settled);
         match self.engine.send_ref(link, tag, &payload, settled) {
             Ok(delivery_id) => {
                 self.spent.push(payload);
@@ -1522,7 +1651,8 @@ impl Driver {
             }
             Err(UsageError::SessionWindow) => Sent::Waits(Held { token, payload, settled }),
             Err(e) => {
-                if tracked {
+                // (An events-store event not sent is the caller's to send again.)
+                if tracked && pattern != Pattern::EventsStore {
                     self.link_settled(link, token, Outcome::Undelivered);
                 }
                 if matches!(pattern, Pattern::Commands | Pattern::Queries) {
@@ -1636,10 +1766,12 @@ impl Driver {
             let Some(link) = self.held_on.get_mut(&channel).and_then(VecDeque::pop_front) else { break };
             let Some(ctx) = self.links.get_mut(&link) else { continue };
             ctx.turn = false;
-            let LinkKind::Consume { key, hold: lossless, .. } = &ctx.kind else { continue };
+            let LinkKind::Consume { key, hold: lossless, acks, .. } = &ctx.kind else { continue };
             let pattern = key.pattern;
-            // Lossless events-store links tell the home how far they have sent.
-            let cursor = (pattern == Pattern::EventsStore && *lossless).then(|| (key.clone(), ctx.serial));
+            // Lossless events-store links receiving pre-settled tell the home how far
+            // they have sent (those receiving unsettled, as settlements come).
+            let cursor =
+                (pattern == Pattern::EventsStore && *lossless && acks.is_none()).then(|| (key.clone(), ctx.serial));
             let (mut sent, mut next_seq, mut shut) = (0, None, false);
             // A link without credit waits out of the turns; its next credit brings it
             // back (`on_credit`).
@@ -1766,6 +1898,10 @@ impl Driver {
         match &mut ctx.kind {
             LinkKind::Consume { key, unsettled, .. } => {
                 if let Some(token) = unsettled.remove(&delivery_id) {
+                    if key.pattern == Pattern::EventsStore {
+                        self.store_settled(link, token, outcome);
+                        return;
+                    }
                     let key = key.clone();
                     let sub = self.sub(serial);
                     self.consumed_settled(key, sub, token, outcome);
