@@ -1038,9 +1038,19 @@ fn a_lossless_subscription_receiving_unsettled_gets_back_what_it_did_not_settle(
     for want in 5..20u32 {
         let d = c.receive(r, WAIT).unwrap();
         assert_eq!(index(&d), want);
-        c.settle(r, d.delivery_id, DeliveryState::Accepted);
+        // Modified as undeliverable here: done with, not sent again.
+        let state = if want == 5 {
+            DeliveryState::Modified(Box::new(sluice_proto::types::Modified {
+                delivery_failed: Some(true),
+                undeliverable_here: Some(true),
+                message_annotations: None,
+            }))
+        } else {
+            DeliveryState::Accepted
+        };
+        c.settle(r, d.delivery_id, state);
     }
-    let _ = c.pump(Duration::from_millis(100));
+    assert!(no_delivery_within(&mut c, r, Duration::from_millis(300)), "an event came again");
     c.engine().close(None);
     let _ = c.pump(Duration::from_millis(100));
     drop(c);

@@ -138,6 +138,8 @@ struct StoreAcks {
     next: u64,
     /// The cursor last told to the home.
     told: u64,
+    /// Settled since the cursor was last told: in `Driver::store_cursors`.
+    dirty: bool,
 }
 
 impl StoreAcks {
@@ -205,8 +207,13 @@ impl NodeState {
 }
 
 /// An events-store consume link (it owns a deliver-first ring).
-fn is_store_consumer(ctx: &LinkCtx) -> bool {
-    matches!(&ctx.kind, LinkKind::Consume { key, .. } if key.pattern == Pattern::EventsStore)
+/// The events-store windows a link takes: its ring, and for a link receiving
+/// unsettled its unsettled events as well.
+fn store_windows(ctx: &LinkCtx) -> u64 {
+    match &ctx.kind {
+        LinkKind::Consume { key, acks, .. } if key.pattern == Pattern::EventsStore => 1 + u64::from(acks.is_some()),
+        _ => 0,
+    }
 }
 
 /// `<shard>.<conn>.<seq>.<nonce as 16 hex digits>`, the request id a request's
@@ -273,10 +280,14 @@ struct Driver {
     sessions: HashSet<u16>,
     nodes: HashMap<String, NodeState>,
     /// Events-store consume links (each with a ring allocated at attach).
-    store_consumers: u64,
+    /// Events-store windows of the connection's links ([`store_windows`]).
+    store_windows: u64,
     /// Requests settled by this connection's responders in this turn, per link: told
     /// to the channels once at the end of the turn (at most one entry per link).
     rpc_settled: Vec<(ChannelKey, SubRef, u32)>,
+    /// Links receiving unsettled events-store deliveries whose durable cursor may
+    /// move: told at the end of the turn.
+    store_cursors: Vec<LinkId>,
     /// Payload bytes held by `nodes` (bounded by [`NODE_BYTES_MAX`]).
     node_bytes: u64,
     /// Deliveries whose lease was renewed in this batch of events.
@@ -391,8 +402,9 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         next_serial: 1,
         sessions: HashSet::default(),
         nodes: HashMap::default(),
-        store_consumers: 0,
+        store_windows: 0,
         rpc_settled: Vec::new(),
+        store_cursors: Vec::new(),
         node_bytes: 0,
         renewed: HashSet::default(),
         links_on: HashMap::default(),
@@ -730,6 +742,7 @@ impl Driver {
         for (key, sub, n) in std::mem::take(&mut self.rpc_settled) {
             self.shard.route(ShardMsg::RpcSettled { key, sub, n });
         }
+        self.tell_store_cursors();
         self.refresh_registry();
     }
 
@@ -923,9 +936,7 @@ impl Driver {
     /// attach checks use (constant time, however many links the connection has).
     fn insert_link(&mut self, link: LinkId, ctx: LinkCtx) {
         *self.links_on.entry(ctx.channel).or_insert(0) += 1;
-        if is_store_consumer(&ctx) {
-            self.store_consumers += 1;
-        }
+        self.store_windows += store_windows(&ctx);
         self.link_names.insert((ctx.channel, ctx.role == Role::Sender, ctx.name.clone()));
         if let Some(old) = self.links.insert(link, ctx) {
             self.unindex_link(&old);
@@ -939,9 +950,7 @@ impl Driver {
     }
 
     fn unindex_link(&mut self, ctx: &LinkCtx) {
-        if is_store_consumer(ctx) {
-            self.store_consumers -= 1;
-        }
+        self.store_windows -= store_windows(ctx);
         if let Some(n) = self.links_on.get_mut(&ctx.channel) {
             *n -= 1;
             if *n == 0 {
@@ -1175,18 +1184,6 @@ impl Driver {
         let durable =
             key.pattern == Pattern::EventsStore && source.expiry_policy.as_ref().is_some_and(|p| p.as_str() == "never");
         let durable_id = durable.then(|| durable_identity(&self.info.container_id, self.container_hash, &attach.name));
-        if key.pattern == Pattern::EventsStore && self.store_consumers > 0 {
-            // Each subscription's window is allocated whole when it attaches.
-            let slot = std::mem::size_of::<(u64, Msg)>() as u64 + 8;
-            let per_link = self.settings().effective_max_unsettled() as u64 * slot;
-            if (self.store_consumers + 1).saturating_mul(per_link) > RING_BYTES_MAX {
-                return self.refuse(
-                    link,
-                    condition::RESOURCE_LIMIT_EXCEEDED,
-                    "too many events-store subscriptions on this connection",
-                );
-            }
-        }
         let hold_by_default = self.settings().events_store_stall == crate::config::StallPolicy::Hold;
         let hold = match props.get("x-opt-sluice-stall").and_then(Value::as_str) {
             Some("hold") => true,
@@ -1201,6 +1198,20 @@ impl Driver {
             && hold
             && group.is_none()
             && attach.snd_settle_mode() == SenderSettleMode::Unsettled;
+        if key.pattern == Pattern::EventsStore && self.store_windows > 0 {
+            // Each subscription's window is allocated whole when it attaches (and a link
+            // receiving unsettled keeps as many unsettled events besides).
+            let slot = std::mem::size_of::<(u64, Msg)>() as u64 + 8;
+            let per_link = self.settings().effective_max_unsettled() as u64 * slot;
+            let windows = self.store_windows + 1 + u64::from(acks);
+            if windows.saturating_mul(per_link) > RING_BYTES_MAX {
+                return self.refuse(
+                    link,
+                    condition::RESOURCE_LIMIT_EXCEEDED,
+                    "too many events-store subscriptions on this connection",
+                );
+            }
+        }
         let presettled = match key.pattern {
             Pattern::Queues => attach.snd_settle_mode() == SenderSettleMode::Settled,
             Pattern::Events => true,
@@ -1259,7 +1270,7 @@ impl Driver {
                 .map_or(st.ack_deadline_seconds as u64, |n| n.min(u32::MAX as u64))
                 .saturating_mul(1000),
         };
-        ctx.renews = spec.ack_deadline_ms > 0;
+        ctx.renews = key.pattern == Pattern::Queues && spec.ack_deadline_ms > 0;
         let sub = self.sub(ctx.serial);
         if ctx.durable {
             self.engine.defer_detach_reply(link);
@@ -1525,26 +1536,43 @@ impl Driver {
     /// unsettled.
     fn store_settled(&mut self, link: LinkId, seq: u64, outcome: Outcome) {
         let Some(ctx) = self.links.get_mut(&link) else { return };
-        let serial = ctx.serial;
-        let LinkKind::Consume { key, acks: Some(acks), .. } = &mut ctx.kind else { return };
+        let LinkKind::Consume { acks: Some(acks), .. } = &mut ctx.kind else { return };
         match outcome {
             Outcome::Accepted | Outcome::Rejected => {
                 acks.unacked.remove(&seq);
             }
+            // (Each event has one delivery at a time: it cannot be in `redo` already.)
             Outcome::Requeue | Outcome::Undelivered => {
-                if acks.unacked.contains_key(&seq) && !acks.redo.contains(&seq) {
+                if acks.unacked.contains_key(&seq) {
                     acks.redo.push_back(seq);
                 }
             }
         }
-        let cursor = acks.cursor();
-        if cursor > acks.told {
-            acks.told = cursor;
-            let key = key.clone();
-            let sub = self.sub(serial);
-            self.route(ShardMsg::Consumed { key, sub, next_seq: cursor });
+        // A durable subscription's cursor is told once per turn, however many
+        // settlements the turn brought ([`Self::tell_store_cursors`]).
+        if ctx.durable && acks.cursor() > acks.told && !acks.dirty {
+            acks.dirty = true;
+            self.store_cursors.push(link);
         }
         self.pump_ring(link);
+    }
+
+    /// Tell the homes how far the durable cursors of links receiving unsettled may go
+    /// (the first event each has not settled), once per turn.
+    fn tell_store_cursors(&mut self) {
+        for link in std::mem::take(&mut self.store_cursors) {
+            let Some(ctx) = self.links.get_mut(&link) else { continue };
+            let serial = ctx.serial;
+            let LinkKind::Consume { key, acks: Some(acks), .. } = &mut ctx.kind else { continue };
+            acks.dirty = false;
+            let cursor = acks.cursor();
+            if cursor > acks.told {
+                acks.told = cursor;
+                let key = key.clone();
+                let sub = self.sub(serial);
+                self.route(ShardMsg::Consumed { key, sub, next_seq: cursor });
+            }
+        }
     }
 
     fn on_deliver(&mut self, serial: u64, token: u64, msg: Msg, receive_count: u32, settled: bool) {
@@ -1899,6 +1927,13 @@ impl Driver {
             LinkKind::Consume { key, unsettled, .. } => {
                 if let Some(token) = unsettled.remove(&delivery_id) {
                     if key.pattern == Pattern::EventsStore {
+                        // Modified as undeliverable here: this link is the only place
+                        // it could go, so it is done with (sent again, it would come
+                        // back for ever).
+                        let outcome = match &state {
+                            Some(DeliveryState::Modified(m)) if m.undeliverable_here == Some(true) => Outcome::Rejected,
+                            _ => outcome,
+                        };
                         self.store_settled(link, token, outcome);
                         return;
                     }
@@ -1934,6 +1969,8 @@ impl Driver {
         // back-off or deferred top-up may stick to it.
         self.backoffs.retain(|b| b.link != link);
         self.deferred_topups.retain(|l| *l != link);
+        // Settlements of this turn move a durable cursor before the link lets go.
+        self.tell_store_cursors();
         let Some(mut ctx) = self.remove_link(link) else { return };
         self.serials.remove(&ctx.serial);
         let held = std::mem::take(&mut ctx.held);
