@@ -199,6 +199,33 @@ def test_durable_resumes_where_it_left_off(broker, amqp, how):
     assert drain_all(amqp, r2, 2) == ["e4", "e5"]
 
 
+def test_a_lossless_subscriber_receiving_unsettled_gets_back_what_it_did_not_accept(broker, amqp):
+    """python-qpid-proton's AtLeastOnce (snd-settle-mode unsettled) on a lossless durable
+    subscription: events come unsettled, and after a reconnect the ones it had not
+    accepted come again (before, they were pre-settled and the cursor had passed them)."""
+    from proton.reactor import AtLeastOnce
+
+    ch = f"events-store/{uid('es')}"
+    cid = uid("acked-client")
+    name = uid("sub")
+    pub = amqp.connect(broker.url).sender(ch)
+    publish(pub, ["e1", "e2", "e3", "e4"])
+    opts = [ExpiryNever(), AtLeastOnce(),
+            LinkProperties({"x-opt-kubemq-start": "first", "x-opt-sluice-stall": "hold"})]
+    c = amqp.connect(broker.url, container_id=cid)
+    r = c.receiver(ch, name=name, options=opts, credit=100)
+    got = r.take(4)
+    assert bodies(got) == ["e1", "e2", "e3", "e4"]
+    assert not any(g.settled for g in got), "sent pre-settled"
+    got[0].accept()
+    got[1].accept()
+    amqp.pump(0.3)
+    c.close()
+    c2 = amqp.connect(broker.url, container_id=cid)
+    r2 = c2.receiver(ch, name=name, options=opts, credit=100)
+    assert drain_all(amqp, r2, 2) == ["e3", "e4"]
+
+
 def test_durable_identity_is_container_and_link_name(broker, amqp):
     ch = f"events-store/{uid('es')}"
     name = uid("sub")
