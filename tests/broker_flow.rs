@@ -1029,6 +1029,10 @@ fn a_lossless_subscription_receiving_unsettled_gets_back_what_it_did_not_settle(
         c.settle(r, first[5].delivery_id, DeliveryState::Released);
         let next: Vec<_> = (0..6).map(|_| c.receive(r, WAIT).unwrap()).collect();
         assert_eq!(next.iter().map(index).collect::<Vec<_>>(), vec![8, 9, 10, 11, 12, 5]);
+        // Sent again, it says so: delivery-count 1 (none on a first delivery).
+        let header = |d: &sluice_proto::engine::Delivery| RawMessage::parse(&d.payload).unwrap().header().unwrap();
+        assert_eq!(header(&next[5]).and_then(|h| h.delivery_count), Some(1));
+        assert_eq!(header(&next[0]).and_then(|h| h.delivery_count), None);
         // Gone without settling 5..=12.
         c.engine().close(None);
         let _ = c.pump(Duration::from_millis(100));

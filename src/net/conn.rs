@@ -130,8 +130,8 @@ enum LinkKind {
 /// back. Released or modified ones are sent again.
 #[derive(Debug, Default)]
 struct StoreAcks {
-    /// Sequence number -> payload, for resending.
-    unacked: BTreeMap<u64, Bytes>,
+    /// Sequence number -> payload (for resending) and the times it was sent.
+    unacked: BTreeMap<u64, (Bytes, u32)>,
     /// Released or modified: sent again before the ring's next.
     redo: VecDeque<u64>,
     /// The sequence number after the last one taken from the ring (0: none yet).
@@ -1482,8 +1482,12 @@ impl Driver {
             }
             let LinkKind::Consume { acks: Some(acks), .. } = &mut ctx.kind else { return };
             let next = match acks.redo.pop_front() {
-                Some(seq) => match acks.unacked.get(&seq) {
-                    Some(payload) => (seq, payload.clone()),
+                // Sent again with a header that says so (delivery-count, as for queues).
+                Some(seq) => match acks.unacked.get_mut(&seq) {
+                    Some((payload, sends)) => {
+                        *sends = sends.saturating_add(1);
+                        (seq, message::with_delivery_header(payload, *sends))
+                    }
                     None => continue,
                 },
                 None => {
@@ -1491,7 +1495,7 @@ impl Driver {
                         break;
                     }
                     let Some((seq, msg)) = ring.ring.pop() else { break };
-                    acks.unacked.insert(seq, msg.payload.clone());
+                    acks.unacked.insert(seq, (msg.payload.clone(), 1));
                     acks.next = seq + 1;
                     (seq, msg.payload)
                 }
