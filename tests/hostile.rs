@@ -2549,6 +2549,36 @@ fn socket_linger_zero(s: &TcpStream) -> std::io::Result<()> {
     socket2::SockRef::from(s).set_linger(Some(Duration::ZERO))
 }
 
+/// At MaxConnections, sockets that connect and say nothing no longer keep clients out:
+/// the oldest connection still in its handshake after a second gives its place to
+/// the new one, which is served. (Before, three silent sockets held a limit of 3 until
+/// the handshake timeout, a minute here, and every client meanwhile was refused with
+/// resource-limit-exceeded.)
+#[test]
+fn silent_sockets_at_the_connection_limit_give_their_place_to_a_client() {
+    let b = Broker::start(&[
+        ("CONNECTORS_AMQP10_MAX_CONNECTIONS", "3"),
+        ("SLUICE_SHARDS", "1"),
+        ("SLUICE_HANDSHAKE_TIMEOUT_SECONDS", "60"),
+    ]);
+    let mut silent: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(b.addr()).unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut c = Client::connect(b.addr(), "after-the-silent-ones").unwrap();
+    let ch = c.begin().expect("the client is served");
+    let s = c.attach_sender(ch, "s", Some("queues/evicted"), &LinkOptions::default()).unwrap();
+    c.wait_credit(s).unwrap();
+    // The oldest silent socket was dropped (closed with nothing sent); the others wait.
+    silent[0].set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut buf = [0u8; 64];
+    assert!(matches!(silent[0].read(&mut buf), Ok(0) | Err(_)), "the oldest silent socket is still open");
+    silent[1].set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+    assert!(
+        matches!(silent[1].read(&mut buf), Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut)),
+        "a second silent socket was dropped for one client"
+    );
+    assert_eq!(b.metric("sluice_connections_evicted_in_handshake_total"), Some(1.0));
+}
+
 #[test]
 fn twenty_thousand_connection_attempts_against_the_connection_limit() {
     const LIMIT: usize = 50;

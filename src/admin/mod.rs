@@ -250,6 +250,7 @@ fn publish(snaps: &[ShardSnapshot]) {
     }
     gauge!("sluice_durable_subscriptions").set(sum(&|s| s.durable_subscriptions) as f64);
     counter!("sluice_durable_subscriptions_expired_total").absolute(sum(&|s| s.durable_expired));
+    counter!("sluice_connections_evicted_in_handshake_total").absolute(sum(&|s| s.handshakes_evicted));
     for s in snaps {
         let shard = s.shard.to_string();
         gauge!("sluice_shard_connections", "shard" => shard.clone()).set(s.gauges[0].max(0) as f64);

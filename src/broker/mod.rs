@@ -436,6 +436,12 @@ pub enum ShardMsg {
         /// Connection.
         conn: u64,
     },
+    /// Drop the connection, still in its handshake, at once: a connection over
+    /// MaxConnections took its place.
+    Evict {
+        /// Connection.
+        conn: u64,
+    },
 
     // ---- shard -> shard
     /// A connection accepted on another shard, to be served here (the shard with the
@@ -483,7 +489,7 @@ impl ShardMsg {
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => sub.shard as usize,
             ShardMsg::RpcResponse { shard, .. } | ShardMsg::Adopt { shard, .. } => *shard as usize,
-            ShardMsg::Shutdown { .. } => usize::MAX,
+            ShardMsg::Shutdown { .. } | ShardMsg::Evict { .. } => usize::MAX,
         }
     }
 
@@ -507,7 +513,7 @@ impl ShardMsg {
             | ShardMsg::DrainDone { sub, .. }
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => Some(sub.conn),
-            ShardMsg::RpcResponse { conn, .. } | ShardMsg::Shutdown { conn } => Some(*conn),
+            ShardMsg::RpcResponse { conn, .. } | ShardMsg::Shutdown { conn } | ShardMsg::Evict { conn } => Some(*conn),
             _ => None,
         }
     }

@@ -345,6 +345,8 @@ struct Driver {
     spent: Vec<Bytes>,
     started: Instant,
     shutting_down: bool,
+    /// Dropped in its handshake for a new connection (MaxConnections).
+    evicted: bool,
 }
 
 /// What the transport knows about the peer.
@@ -391,6 +393,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let id = shard.next_conn_id();
     let inbox = Rc::new(Inbox::default());
     shard.conns.borrow_mut().insert(id, inbox.clone());
+    shard.handshaking.borrow_mut().insert(id, std::time::Instant::now());
     gauge(&shard.counters.connections, 1);
     let mut d = Driver {
         shard: shard.clone(),
@@ -444,6 +447,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         spent: Vec::new(),
         started,
         shutting_down: false,
+        evicted: false,
     };
     let mut stalled = false;
     let clean = match d.drive(&mut stream).await {
@@ -463,6 +467,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             false
         }
     };
+    shard.handshaking.borrow_mut().remove(&id);
     d.teardown();
     // What came for it after its links went (RPC requests on their way to a
     // responder) is given back at once, and again at the end for what came meanwhile.
@@ -619,6 +624,13 @@ impl Driver {
             // After the events too: a delivery held for a session window that opened
             // in this turn was written in `handle_events`.
             self.release_spent();
+            if self.evicted {
+                tracing::debug!(
+                    conn = self.id,
+                    "still in its handshake at MaxConnections: dropped for a new connection"
+                );
+                return Err(std::io::Error::other("dropped in its handshake for a new connection"));
+            }
             if self.shard.global.shutting_down.load(Ordering::Relaxed) && !self.shutting_down {
                 self.shutting_down = true;
                 self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
@@ -790,6 +802,8 @@ impl Driver {
     fn on_event(&mut self, e: Event) {
         match e {
             Event::Opened(open) => {
+                // Out of its handshake: no longer given up for a new connection.
+                self.shard.handshaking.borrow_mut().remove(&self.id);
                 // Publish the new connection at once.
                 self.registry_count = (usize::MAX, 0, 0);
                 self.info.container_id = sanitize(&open.container_id, 256);
@@ -2560,6 +2574,7 @@ impl Driver {
                 self.shutting_down = true;
                 self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
             }
+            ShardMsg::Evict { .. } => self.evicted = true,
             _ => {}
         }
     }

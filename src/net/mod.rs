@@ -70,6 +70,25 @@ fn admit(shard: &Shard) -> bool {
     max > 0 && live > max
 }
 
+/// A connection still in its AMQP handshake this long may be dropped for a new one
+/// when the broker is at MaxConnections (a client's handshake takes milliseconds).
+const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
+
+/// Drop this shard's oldest connection still in its handshake, if it has been for
+/// [`EVICTABLE_AFTER`]; true if one was.
+fn evict_a_handshake(shard: &Shard) -> bool {
+    let mut handshaking = shard.handshaking.borrow_mut();
+    let Some((&conn, &since)) = handshaking.iter().next() else { return false };
+    if since.elapsed() < EVICTABLE_AFTER {
+        return false;
+    }
+    handshaking.remove(&conn);
+    drop(handshaking);
+    crate::shard::metrics::add(&shard.counters.handshakes_evicted, 1);
+    shard.route(ShardMsg::Evict { conn });
+    true
+}
+
 /// The shard that serves a new connection accepted on `shard`: this one, unless
 /// another shard has fewer live connections (then the one with the fewest). The
 /// kernel's SO_REUSEPORT choice is a hash of the peer's address and port, so a few
@@ -142,7 +161,9 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
     let mut failures = FailureLog::default();
     loop {
         let accepted = next(&listener, &mut failures).await;
-        let over_limit = admit(&shard);
+        // At MaxConnections, a connection still in its handshake after a second gives
+        // its place to the new one: silent sockets cannot keep every client out.
+        let over_limit = admit(&shard) && !evict_a_handshake(&shard);
         // Over MaxConnections it is only told so, where it landed.
         let target = if over_limit { claim(&shard, shard.id as usize) } else { place(&shard) };
         if target == shard.id as usize {

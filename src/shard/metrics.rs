@@ -53,6 +53,8 @@ pub struct ShardCounters {
     pub rpc_late_responses: Cell<u64>,
     /// Connections this shard accepted and handed to a shard with fewer.
     pub connections_handed_over: Cell<u64>,
+    /// Connections dropped in their handshake for a new one at MaxConnections.
+    pub handshakes_evicted: Cell<u64>,
 }
 
 /// Add `n` to a counter cell.
@@ -174,6 +176,8 @@ pub struct ShardSnapshot {
     pub durable_subscriptions: u64,
     /// Durable subscriptions deleted after the expiry period unattached.
     pub durable_expired: u64,
+    /// Connections dropped in their handshake for a new one at MaxConnections.
+    pub handshakes_evicted: u64,
     /// Connections.
     pub connections: Vec<ConnectionInfo>,
     /// Links.
@@ -268,6 +272,7 @@ pub fn snapshot(shard: &Shard, scope: &Scope) -> ShardSnapshot {
         channel_counts: home.channel_counts(),
         durable_subscriptions: home.durable_count() as u64,
         durable_expired: home.stats.durable_expired,
+        handshakes_evicted: c.handshakes_evicted.get(),
         connections,
         links,
         channels,

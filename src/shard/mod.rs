@@ -111,6 +111,9 @@ pub struct Shard {
     pub home: RefCell<Home>,
     /// Connections of this shard.
     pub conns: RefCell<HashMap<u64, Rc<Inbox>>>,
+    /// Connections of this shard still in their AMQP handshake (before OPEN), by id
+    /// (so oldest first), with when they started.
+    pub handshaking: RefCell<std::collections::BTreeMap<u64, std::time::Instant>>,
     next_conn: Cell<u64>,
     outboxes: Vec<RefCell<VecDeque<ShardMsg>>>,
     /// Messages waiting in each outbox (a batch counts each message it carries).
@@ -434,6 +437,7 @@ async fn shard_main(
         global: global.clone(),
         home: RefCell::new(home),
         conns: RefCell::new(HashMap::default()),
+        handshaking: RefCell::new(std::collections::BTreeMap::new()),
         next_conn: Cell::new(1),
         outboxes: (0..shards).map(|_| RefCell::new(VecDeque::new())).collect(),
         outbox_weight: (0..shards).map(|_| Cell::new(0)).collect(),
