@@ -10,6 +10,7 @@ use crate::shard::metrics::{AdminRequest, Scope, ShardSnapshot, OUTCOMES, PATTER
 use crate::shard::Global;
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -278,12 +279,12 @@ fn counters_of(b: &Backlog) -> [u64; 5] {
 #[derive(Default)]
 pub(crate) struct ChannelCounters {
     /// Channels with a series of their own.
-    series: std::collections::BTreeMap<ChannelKey, Series>,
+    series: BTreeMap<ChannelKey, Series>,
     /// Per shard and pattern: its channels' counters summed, those forgotten included
     /// (only grows), as last read. Kept for a shard that did not answer a scrape.
-    totals: std::collections::BTreeMap<(u16, &'static str), [u64; 5]>,
+    totals: BTreeMap<(u16, &'static str), [u64; 5]>,
     /// Per pattern: the value written for `_other`.
-    other: std::collections::BTreeMap<&'static str, [u64; 5]>,
+    other: BTreeMap<&'static str, [u64; 5]>,
     /// Scrapes so far.
     scrapes: u64,
 }
@@ -320,16 +321,16 @@ impl ChannelCounters {
     fn update(
         &mut self,
         listed: &[(u16, &ChannelStats)],
-        totals: &std::collections::BTreeMap<(u16, &'static str), [u64; 5]>,
+        totals: &BTreeMap<(u16, &'static str), [u64; 5]>,
         cap: usize,
-    ) -> (Vec<[u64; 5]>, std::collections::BTreeMap<&'static str, [u64; 5]>) {
+    ) -> (Vec<[u64; 5]>, BTreeMap<&'static str, [u64; 5]>) {
         let now = std::time::Instant::now();
         self.scrapes += 1;
         let scrape = self.scrapes;
         // What the listed series take of the pattern's growth; for a shard seen for
         // the first time, what its listed channels start their own series with.
-        let mut own: std::collections::BTreeMap<&'static str, [u64; 5]> = Default::default();
-        let mut started: std::collections::BTreeMap<(u16, &'static str), [u64; 5]> = Default::default();
+        let mut own: BTreeMap<&'static str, [u64; 5]> = Default::default();
+        let mut started: BTreeMap<(u16, &'static str), [u64; 5]> = Default::default();
         let mut values = Vec::with_capacity(listed.len());
         for (shard, c) in listed {
             let pattern = c.key.pattern.as_str();
@@ -356,7 +357,7 @@ impl ChannelCounters {
             };
             values.push(value);
         }
-        let mut all: std::collections::BTreeMap<&'static str, [u64; 5]> = Default::default();
+        let mut all: BTreeMap<&'static str, [u64; 5]> = Default::default();
         for (&(shard, pattern), total) in totals {
             let grew = match self.totals.insert((shard, pattern), *total) {
                 Some(before) => sub5(total, &before),
@@ -374,10 +375,9 @@ impl ChannelCounters {
         self.series.retain(|_, s| now.duration_since(s.seen) < SERIES_REMEMBERED);
         let most = cap.saturating_mul(4).saturating_add(64);
         if self.series.len() > most {
-            let mut by_age: Vec<(u64, std::time::Instant)> =
-                self.series.values().filter(|s| s.scrape != scrape).map(|s| (s.scrape, s.seen)).collect();
+            let mut by_age: Vec<u64> = self.series.values().filter(|s| s.scrape != scrape).map(|s| s.scrape).collect();
             by_age.sort_unstable();
-            if let Some(&(oldest_kept, _)) = by_age.get(self.series.len() - most) {
+            if let Some(&oldest_kept) = by_age.get(self.series.len() - most) {
                 self.series.retain(|_, s| s.scrape >= oldest_kept);
             }
         }
@@ -395,12 +395,12 @@ fn publish_backlog(snaps: &[ShardSnapshot], cap: usize, counted: &mut ChannelCou
     // Each shard sent its first `cap` channels and the sum of the rest (with its
     // forgotten channels' counters): the first `cap` of all are among those sent, and
     // the rest add up with the shards' sums.
-    let mut other: std::collections::BTreeMap<&'static str, Backlog> = Default::default();
+    let mut other: BTreeMap<&'static str, Backlog> = Default::default();
     let beyond = channels.iter().skip(cap).map(|c| c.1).chain(snaps.iter().flat_map(|s| s.channel_others.iter()));
     for c in beyond {
         other.entry(c.key.pattern.as_str()).or_default().add(&c.backlog);
     }
-    let mut totals: std::collections::BTreeMap<(u16, &'static str), [u64; 5]> = Default::default();
+    let mut totals: BTreeMap<(u16, &'static str), [u64; 5]> = Default::default();
     for s in snaps {
         for c in s.channels.iter().chain(&s.channel_others) {
             add5(totals.entry((s.shard, c.key.pattern.as_str())).or_default(), &counters_of(&c.backlog));
@@ -496,7 +496,7 @@ mod tests {
         }
     }
 
-    fn totals(per_shard: &[(u16, u64)]) -> std::collections::BTreeMap<(u16, &'static str), [u64; 5]> {
+    fn totals(per_shard: &[(u16, u64)]) -> BTreeMap<(u16, &'static str), [u64; 5]> {
         per_shard.iter().map(|&(shard, published)| ((shard, "queues"), [published, 0, 0, 0, 0])).collect()
     }
 

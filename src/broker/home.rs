@@ -66,15 +66,7 @@ pub struct HomeStats {
 
 impl HomeStats {
     fn forget_channel(&mut self, pattern: Pattern, c: &Counters) {
-        let b = Backlog {
-            published: c.published,
-            published_bytes: c.published_bytes,
-            delivered: c.delivered,
-            dead_lettered: c.dead_lettered,
-            deadline_expired: c.deadline_expired,
-            ..Backlog::default()
-        };
-        add_to(&mut self.forgotten, pattern, &b);
+        add_to(&mut self.forgotten, pattern, &Backlog { born: 0, ..c.backlog() });
     }
 }
 
@@ -132,6 +124,19 @@ impl Default for Counters {
 }
 
 impl Counters {
+    /// Its counters as a backlog with nothing held.
+    fn backlog(&self) -> Backlog {
+        Backlog {
+            published: self.published,
+            published_bytes: self.published_bytes,
+            delivered: self.delivered,
+            dead_lettered: self.dead_lettered,
+            deadline_expired: self.deadline_expired,
+            born: self.born,
+            ..Backlog::default()
+        }
+    }
+
     fn count_publish(&mut self, bytes: u64, now_ms: u64) {
         self.published += 1;
         self.published_bytes += bytes;
@@ -870,8 +875,8 @@ impl Home {
     }
 
     /// For /metrics: the first `cap` channels by key with their own stats, and the
-    /// rest summed per pattern under the name `_other`.
-    /// The rest include the counters of the channels forgotten so far.
+    /// rest, with the counters of the channels forgotten so far, summed per pattern
+    /// under the name `_other`.
     pub fn channel_stats_capped(&self, cap: usize) -> (Vec<ChannelStats>, Vec<ChannelStats>) {
         let mut other = self.stats.forgotten.clone();
         let own = if self.channel_count() <= cap {
@@ -921,13 +926,8 @@ impl Home {
             undelivered,
             outstanding,
             consumers,
-            published: c.published,
-            published_bytes: c.published_bytes,
-            delivered: c.delivered,
             oldest_unacked_ms: oldest.map_or(0, |t| now.saturating_sub(t)),
-            dead_lettered: c.dead_lettered,
-            deadline_expired: c.deadline_expired,
-            born: c.born,
+            ..c.backlog()
         };
         for (k, q) in &self.queues {
             let oldest = q
@@ -2544,6 +2544,24 @@ mod tests {
         ShardMsg::Credit { key: key.clone(), sub: sub(link), credit, reached: 0, bytes_out: 0, drain: false, seq: 0 }
     }
 
+    /// Queue consumer `link` of channel `key`, receiving unsettled with this window
+    /// and batch size, granted `credit`.
+    fn queue_consumer(
+        home: &mut Home,
+        key: &ChannelKey,
+        link: u64,
+        (credit, max_unsettled, batch): (u32, u32, u32),
+        out: &mut Vec<ShardMsg>,
+    ) -> SubRef {
+        let mut spec = spec();
+        spec.presettled = false;
+        spec.max_unsettled = max_unsettled;
+        spec.batch = batch;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, out);
+        home.handle(credit_msg(key, link, credit), 1, out);
+        sub(link)
+    }
+
     /// A pre-settled publish of `payload` to channel `key` (arrived at 1 ms).
     fn publish_msg(key: &ChannelKey, payload: impl Into<bytes::Bytes>) -> ShardMsg {
         ShardMsg::Publish { key: key.clone(), msg: Msg { payload: payload.into(), received_ms: 1 }, ack: None }
@@ -2703,16 +2721,7 @@ mod tests {
         let key = ChannelKey::new(Pattern::Queues, "held");
         let mut out = Vec::new();
         let consumer = |link: u64, credit: u32, home: &mut Home, out: &mut Vec<ShardMsg>| {
-            let mut spec = spec();
-            spec.presettled = false;
-            spec.max_unsettled = 10_000;
-            spec.batch = 10_000;
-            let sub = SubRef { shard: 0, conn: 1, link };
-            home.handle(ShardMsg::Subscribe { key: key.clone(), sub, spec }, 1, out);
-            let credit =
-                ShardMsg::Credit { key: key.clone(), sub, credit, reached: 0, bytes_out: 0, drain: false, seq: 0 };
-            home.handle(credit, 1, out);
-            sub
+            queue_consumer(home, &key, link, (credit, 10_000, 10_000), out)
         };
         let publish = |n: usize, home: &mut Home, out: &mut Vec<ShardMsg>| {
             for _ in 0..n {
@@ -2746,16 +2755,7 @@ mod tests {
         let key = ChannelKey::new(Pattern::Queues, "turns");
         let mut out = Vec::new();
         let consumer = |link: u64, home: &mut Home, out: &mut Vec<ShardMsg>| {
-            let mut spec = spec();
-            spec.presettled = false;
-            spec.max_unsettled = 1024;
-            spec.batch = 32;
-            let sub = SubRef { shard: 0, conn: 1, link };
-            home.handle(ShardMsg::Subscribe { key: key.clone(), sub, spec }, 1, out);
-            let credit =
-                ShardMsg::Credit { key: key.clone(), sub, credit: 100, reached: 0, bytes_out: 0, drain: false, seq: 0 };
-            home.handle(credit, 1, out);
-            sub
+            queue_consumer(home, &key, link, (100, 1024, 32), out)
         };
         // A first consumer takes all 100; two more wait with 100 credit each.
         let first = consumer(0, &mut home, &mut out);

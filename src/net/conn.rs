@@ -206,7 +206,6 @@ impl NodeState {
     }
 }
 
-/// An events-store consume link (it owns a deliver-first ring).
 /// The events-store windows a link takes: its ring, and for a link receiving
 /// unsettled its unsettled events as well.
 fn store_windows(ctx: &LinkCtx) -> u64 {
@@ -279,7 +278,6 @@ struct Driver {
     next_serial: u64,
     sessions: HashSet<u16>,
     nodes: HashMap<String, NodeState>,
-    /// Events-store consume links (each with a ring allocated at attach).
     /// Events-store windows of the connection's links ([`store_windows`]).
     store_windows: u64,
     /// Requests settled by this connection's responders in this turn, per link: told
@@ -393,7 +391,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let id = shard.next_conn_id();
     let inbox = Rc::new(Inbox::default());
     shard.conns.borrow_mut().insert(id, inbox.clone());
-    shard.handshaking.borrow_mut().insert(id, std::time::Instant::now());
+    shard.handshaking.borrow_mut().insert(id, started);
     gauge(&shard.counters.connections, 1);
     let mut d = Driver {
         shard: shard.clone(),
@@ -1475,6 +1473,11 @@ impl Driver {
             // Lossless: the durable cursor moves only past what was sent.
             self.route(ShardMsg::Consumed { key: key.clone(), sub, next_seq });
         }
+        self.ring_space(&ring, key, sub);
+    }
+
+    /// The home waits for room in the link's ring: tell it there is some.
+    fn ring_space(&mut self, ring: &StoreRing, key: ChannelKey, sub: SubRef) {
         if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::AcqRel) {
             self.route(ShardMsg::RingSpace { key, sub });
         }
@@ -1495,7 +1498,7 @@ impl Driver {
                 break;
             }
             let LinkKind::Consume { acks: Some(acks), .. } = &mut ctx.kind else { return };
-            let next = match acks.redo.pop_front() {
+            let (seq, payload) = match acks.redo.pop_front() {
                 // Sent again with a header that says so (delivery-count, as for queues).
                 Some(seq) => match acks.unacked.get_mut(&seq) {
                     Some((payload, sends)) => {
@@ -1514,8 +1517,7 @@ impl Driver {
                     (seq, msg.payload)
                 }
             };
-            let seq = next.0;
-            match self.send_consumed(link, Pattern::EventsStore, seq, next.1, false) {
+            match self.send_consumed(link, Pattern::EventsStore, seq, payload, false) {
                 Sent::Out => {}
                 Sent::Waits(h) => {
                     self.hold(link, h);
@@ -1542,15 +1544,12 @@ impl Driver {
         if drain && (stuck || self.engine.link_credit(link) == 0) {
             self.complete_drain(link);
         }
-        if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::AcqRel) {
-            let sub = self.sub(serial);
-            self.route(ShardMsg::RingSpace { key, sub });
-        }
+        let sub = self.sub(serial);
+        self.ring_space(&ring, key, sub);
     }
 
-    /// The client settled (or the broker could not send) event `seq` of a lossless
-    /// link receiving unsettled: accepted or rejected, it is done with; released or
-    /// modified, it goes again. The durable cursor moves up to the first event still
+    /// The client settled event `seq` of a lossless link receiving unsettled: accepted
+    /// or rejected, it is done with; released or modified, it goes again. The durable cursor moves up to the first event still
     /// unsettled.
     fn store_settled(&mut self, link: LinkId, seq: u64, outcome: Outcome) {
         let Some(ctx) = self.links.get_mut(&link) else { return };

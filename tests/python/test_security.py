@@ -40,12 +40,20 @@ def pki():
 
 @pytest.fixture
 def tls_broker(broker_factory, pki):
+    return start_tls_broker(broker_factory, pki, client_ca=True)
+
+
+def start_tls_broker(broker_factory, pki, client_ca=False, **env):
+    """A broker with a TLS listener (its port as `tls_port`) on the test PKI's server
+    certificate, verifying client certificates when `client_ca`, with `env` besides."""
     port = free_port()
+    if client_ca:
+        env["SLUICE_TLS_CLIENT_CA_FILE"] = os.path.join(pki, "ca.pem")
     b = broker_factory(
         CONNECTORS_AMQP10_TLS_PORT=str(port),
         SLUICE_TLS_CERT_FILE=os.path.join(pki, "server.pem"),
         SLUICE_TLS_KEY_FILE=os.path.join(pki, "server.key"),
-        SLUICE_TLS_CLIENT_CA_FILE=os.path.join(pki, "ca.pem"),
+        **env,
     )
     b.tls_port = port
     return b
@@ -258,20 +266,16 @@ def auth_broker(broker_factory, pki):
     for name, text in (("key", SECRET.decode()), ("model.conf", MODEL), ("policy.csv", POLICY)):
         with open(os.path.join(d, name), "w") as f:
             f.write(text)
-    port = free_port()
-    b = broker_factory(
+    return start_tls_broker(
+        broker_factory,
+        pki,
+        client_ca=True,
         SLUICE_AUTH_ENABLED="true",
         SLUICE_AUTH_JWT_KEY_FILE=os.path.join(d, "key"),
         SLUICE_AUTH_JWT_AUDIENCE="sluice",
         SLUICE_AUTH_CASBIN_MODEL=os.path.join(d, "model.conf"),
         SLUICE_AUTH_CASBIN_POLICY=os.path.join(d, "policy.csv"),
-        CONNECTORS_AMQP10_TLS_PORT=str(port),
-        SLUICE_TLS_CERT_FILE=os.path.join(pki, "server.pem"),
-        SLUICE_TLS_KEY_FILE=os.path.join(pki, "server.key"),
-        SLUICE_TLS_CLIENT_CA_FILE=os.path.join(pki, "ca.pem"),
     )
-    b.tls_port = port
-    return b
 
 
 def token(**over):
@@ -398,14 +402,7 @@ def test_a_tls_peer_that_stops_reading_is_dropped_after_the_write_timeout(broker
     import raw_amqp
     from amqp_harness import Delivery
 
-    port = free_port()
-    b = broker_factory(
-        CONNECTORS_AMQP10_TLS_PORT=str(port),
-        SLUICE_TLS_CERT_FILE=os.path.join(pki, "server.pem"),
-        SLUICE_TLS_KEY_FILE=os.path.join(pki, "server.key"),
-        SLUICE_WRITE_TIMEOUT_SECONDS="2",
-    )
-    b.tls_port = port
+    b = start_tls_broker(broker_factory, pki, SLUICE_WRITE_TIMEOUT_SECONDS="2")
     s = tls_connect(b, pki, client_cert=False)
     s.sendall(
         b"AMQP\x00\x01\x00\x00"
@@ -440,14 +437,8 @@ def test_the_handshake_timeout_counts_once_from_accept_over_tls(broker_factory, 
     """SLUICE_HANDSHAKE_TIMEOUT_SECONDS is the time from accept to OPEN: a TLS peer that
     used most of it on a slow TLS handshake has only the rest for AMQP. Before, the
     AMQP handshake got the whole timeout again once TLS was done (6 s + 4 s here)."""
-    port = free_port()
-    b = broker_factory(
-        CONNECTORS_AMQP10_TLS_PORT=str(port),
-        SLUICE_TLS_CERT_FILE=os.path.join(pki, "server.pem"),
-        SLUICE_TLS_KEY_FILE=os.path.join(pki, "server.key"),
-        SLUICE_HANDSHAKE_TIMEOUT_SECONDS="6",
-    )
-    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    b = start_tls_broker(broker_factory, pki, SLUICE_HANDSHAKE_TIMEOUT_SECONDS="6")
+    s = socket.create_connection(("127.0.0.1", b.tls_port), timeout=5)
     accepted = time.monotonic()
     time.sleep(4)
     ctx = ssl.create_default_context(cafile=os.path.join(pki, "ca.pem"))
