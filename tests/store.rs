@@ -231,8 +231,11 @@ fn a_torn_tail_is_cut_and_every_complete_record_kept() {
     publish(&b, "queues/torn", 10);
     b.kill9();
     let seg = segments(&dir, "queues").pop().unwrap();
-    // Cut the last record in half: its last 5 bytes are gone.
-    let end = data_end(&seg);
+    // Cut the last publish record in half (the last record is the commit record after
+    // it): its last 5 bytes and what follows are gone.
+    let (at, rtype, _) = records_of(&seg).into_iter().rev().find(|r| r.1 == QUEUE_PUBLISH).unwrap();
+    assert_eq!(rtype, QUEUE_PUBLISH);
+    let end = records_of(&seg).into_iter().find(|r| r.0 > at).map_or(data_end(&seg), |r| r.0);
     let f = std::fs::OpenOptions::new().write(true).open(&seg).unwrap();
     f.set_len((end - 5) as u64).unwrap();
     drop(f);
@@ -240,6 +243,55 @@ fn a_torn_tail_is_cut_and_every_complete_record_kept() {
     // The last record was the 10th publish; the 9 before it are complete.
     let got = read_queue(&b, "queues/torn");
     assert_eq!(got, (0..9).collect::<Vec<u32>>());
+}
+
+/// Record types of the store's format (src/store/mod.rs, `rtype`).
+const QUEUE_PUBLISH: u8 = 1;
+const COMMIT: u8 = 8;
+
+/// The records of a segment: (offset, type, body), up to the first that does not
+/// parse (the zero padding).
+fn records_of(p: &Path) -> Vec<(usize, u8, Vec<u8>)> {
+    let buf = std::fs::read(p).unwrap();
+    let mut at = 16;
+    let mut v = Vec::new();
+    while buf.get(at) == Some(&0xA5) {
+        let len = u32::from_be_bytes(buf[at + 2..at + 6].try_into().unwrap()) as usize;
+        v.push((at, buf[at + 1], buf[at + 10..at + 10 + len].to_vec()));
+        at += 10 + len;
+    }
+    v
+}
+
+/// A disk that persists the blocks of one write in any order left a hole in the last
+/// commit (its later records and its commit record reached the disk, an earlier
+/// block did not): nothing of that commit was acknowledged, so the next start cuts
+/// the log at the hole and serves everything committed before it. Before (format 1),
+/// valid records after the damage made it corruption: the broker refused to start.
+#[test]
+fn a_hole_in_the_last_commit_is_cut_and_the_broker_starts() {
+    let dir = fresh_dir("hole");
+    let one = env(&dir, &[("SLUICE_SHARDS", "1")]);
+    let mut b = Broker::start(&one);
+    publish_range(&b, "queues/hole", 0..5);
+    publish_pipelined(&b, "queues/hole-burst", 300);
+    b.kill9();
+    let seg = segments(&dir, "queues").pop().unwrap();
+    let records = records_of(&seg);
+    let (_, rtype, body) = records.last().unwrap().clone();
+    assert_eq!(rtype, COMMIT, "every commit ends in a commit record");
+    let start = u64::from_be_bytes(body[..].try_into().unwrap()) as usize;
+    let first = records.iter().find(|r| r.0 >= start).unwrap();
+    assert_ne!(first.1, COMMIT, "the last commit holds records");
+    // Messages of the burst before the last commit.
+    let kept = records.iter().filter(|r| r.0 < start && r.1 == QUEUE_PUBLISH).count() - 5;
+    assert!(kept < 300);
+    let mut buf = std::fs::read(&seg).unwrap();
+    buf[first.0 + 12] ^= 0xFF;
+    std::fs::write(&seg, &buf).unwrap();
+    let b = Broker::start(&one);
+    assert_eq!(read_queue(&b, "queues/hole"), (0..5).collect::<Vec<u32>>());
+    assert_eq!(read_queue(&b, "queues/hole-burst"), (0..kept as u32).collect::<Vec<u32>>());
 }
 
 /// Segments with nothing live at a restart are tracked like the others and deleted

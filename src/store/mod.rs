@@ -4,14 +4,23 @@
 //! writes every record appended since the last one and fdatasyncs once, and only
 //! then are the `accepted` outcomes of unsettled publishes released.
 //!
-//! On-disk format (version 1), all integers big-endian:
+//! On-disk format (version 2), all integers big-endian:
 //!
 //! ```text
-//! segment  = header record*  zero-padding
+//! segment  = header commit*  zero-padding
 //! header   = "SLUICE01" version:u16 kind:u8 0:u8 shard:u16 0:u16        (16 bytes)
+//! commit   = record* commit-record            (what one group commit wrote here)
 //! record   = 0xA5 type:u8 len:u32 crc:u32 body[len]
 //!            crc = CRC32C(type, len, body)
+//! commit-record = record of type COMMIT, body start:u64 (where the commit's bytes
+//!            start in the segment; 0 when the commit opened it)
 //! ```
+//!
+//! A commit that goes on into a new segment has its commit record in the last one
+//! (the earlier segment is synced before the next one is written). The commit record
+//! lets recovery tell a last commit torn out of order (a disk may persist the blocks
+//! of one write in any order: damage with valid records after it) from corruption of
+//! what was acknowledged. Version 1 segments (no commit records) are still read.
 //!
 //! Segments are named by a 20-digit id and deleted oldest-first once nothing in them
 //! is live, so a record always outlives the records it depends on. Each new segment
@@ -32,7 +41,9 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 /// Format version written in every segment header.
-pub const FORMAT_VERSION: u16 = 1;
+pub const FORMAT_VERSION: u16 = 2;
+/// Oldest format version read (version 1 has no commit records).
+pub const OLDEST_FORMAT_VERSION: u16 = 1;
 /// Segment header magic.
 pub const MAGIC: &[u8; 8] = b"SLUICE01";
 /// Size of the segment header.
@@ -88,6 +99,9 @@ pub mod rtype {
     /// A sequence floor: bucket (u16), next sequence. Every events-store channel name
     /// in the bucket that has no mark of its own starts at or above it.
     pub const SEQ_FLOOR: u8 = 7;
+    /// The end of a commit (format 2): the offset in its segment where the commit's
+    /// bytes start (u64). Recovery tells a torn last commit by it.
+    pub const COMMIT: u8 = 8;
 }
 
 /// Buckets of the sequence floors ([`rtype::SEQ_FLOOR`]): the marks of forgotten
@@ -768,19 +782,6 @@ fn keep_records(out: &mut Vec<u8>, data: &[u8], keep: impl Fn(u8) -> bool) -> u6
     n
 }
 
-/// `tail` becomes the last `keep` bytes of `tail` followed by `data` (`keep` is at
-/// most their joint length), without joining the two.
-fn keep_last(tail: &mut Vec<u8>, data: &[u8], keep: usize) {
-    if keep <= data.len() {
-        tail.clear();
-        tail.extend_from_slice(&data[data.len() - keep..]);
-    } else {
-        let from_tail = (keep - data.len()).min(tail.len());
-        tail.drain(..tail.len() - from_tail);
-        tail.extend_from_slice(data);
-    }
-}
-
 /// The writing half of a log: owns the segment files; one task per log per shard.
 pub struct Writer {
     dir: PathBuf,
@@ -795,6 +796,8 @@ pub struct Writer {
     durable: u64,
     /// The bytes of the last, partial, block (rewritten with the next commit).
     tail: Vec<u8>,
+    /// The commit record written after a commit's last batch.
+    mark: Vec<u8>,
     sizes: BTreeMap<u64, u64>,
 }
 
@@ -802,7 +805,18 @@ impl Writer {
     /// A writer for a log directory (created if missing); existing segments are
     /// listed with their sizes for the metrics.
     pub fn new(dir: PathBuf, kind: LogKind, shard: u16, existing: BTreeMap<u64, u64>) -> Writer {
-        Writer { dir, kind, shard, file: None, seg: u64::MAX, pos: 0, durable: 0, tail: Vec::new(), sizes: existing }
+        Writer {
+            dir,
+            kind,
+            shard,
+            file: None,
+            seg: u64::MAX,
+            pos: 0,
+            durable: 0,
+            tail: Vec::new(),
+            mark: Vec::new(),
+            sizes: existing,
+        }
     }
 
     async fn open_segment(&mut self, seg: u64) -> std::io::Result<()> {
@@ -838,30 +852,45 @@ impl Writer {
         Ok(())
     }
 
-    /// Write one batch (records of one segment) after the current position.
-    async fn write(&mut self, seg: u64, data: &[u8]) -> std::io::Result<()> {
-        if seg != self.seg || self.file.is_none() {
+    /// Write one batch (records of one segment) after the current position; the last
+    /// batch of a commit (`ends_commit`) is followed by a [`rtype::COMMIT`] record
+    /// naming where the commit's bytes start in this segment (0 when it opened the
+    /// segment: its header is the commit's too).
+    async fn write(&mut self, seg: u64, data: &[u8], ends_commit: bool) -> std::io::Result<()> {
+        let fresh = seg != self.seg || self.file.is_none();
+        if fresh {
             self.open_segment(seg).await?;
+        }
+        let start = if fresh { 0 } else { self.pos };
+        self.mark.clear();
+        if ends_commit {
+            frame_record(&mut self.mark, rtype::COMMIT, &[&start.to_be_bytes()]);
         }
         let Some(file) = self.file.as_ref() else { return Err(std::io::Error::other("no segment")) };
         let align = file.alignment();
         let block_start = self.pos - self.tail.len() as u64;
-        let total = self.tail.len() + data.len();
+        let total = self.tail.len() + data.len() + self.mark.len();
         let padded = total.div_ceil(align as usize) * align as usize;
         let mut buf = file.alloc_dma_buffer(padded.max(align as usize));
         let bytes = buf.as_bytes_mut();
-        bytes[..self.tail.len()].copy_from_slice(&self.tail);
-        bytes[self.tail.len()..total].copy_from_slice(data);
-        bytes[total..].fill(0);
+        let (old, rest) = bytes.split_at_mut(self.tail.len());
+        old.copy_from_slice(&self.tail);
+        let (new, rest) = rest.split_at_mut(data.len());
+        new.copy_from_slice(data);
+        let (mark, pad) = rest.split_at_mut(self.mark.len());
+        mark.copy_from_slice(&self.mark);
+        pad.fill(0);
+        // Keep the bytes of the last partial block for the next commit, which writes
+        // that block again.
+        let end = block_start + total as u64;
+        let keep = (end % align) as usize;
+        self.tail.clear();
+        self.tail.extend_from_slice(&bytes[total - keep..total]);
         let n = file.write_at(buf, block_start).await.map_err(glommio_err)?;
         if n < total {
             return Err(std::io::Error::other("short write"));
         }
-        self.pos += data.len() as u64;
-        // Keep the bytes of the last partial block (the last `keep` bytes of tail +
-        // data) for the next commit, without joining the two.
-        let keep = (self.pos % align) as usize;
-        keep_last(&mut self.tail, data, keep);
+        self.pos = end;
         self.sizes.insert(seg, self.pos);
         Ok(())
     }
@@ -957,11 +986,11 @@ pub async fn commit_loop(
         let records: u64 = batches.iter().map(|b| b.2).sum();
         let bytes: u64 = batches.iter().map(|b| b.1.len() as u64).sum();
         let mut result = Ok(());
-        for (seg, data, _) in &batches {
+        for (i, (seg, data, _)) in batches.iter().enumerate() {
             if data.is_empty() && *seg == writer.seg {
                 continue;
             }
-            if let Err(e) = writer.write(*seg, data).await {
+            if let Err(e) = writer.write(*seg, data, i + 1 == batches.len()).await {
                 result = Err(e);
                 break;
             }
@@ -1040,23 +1069,6 @@ fn glommio_err(e: glommio::GlommioError<()>) -> std::io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The kept tail is the last bytes of tail + data, for data shorter and longer
-    /// than what is kept.
-    #[test]
-    fn keep_last_is_the_end_of_tail_and_data() {
-        for tail_len in [0usize, 1, 100, 511] {
-            for data_len in [0usize, 1, 50, 511, 512, 700, 5000] {
-                let tail: Vec<u8> = (0..tail_len).map(|i| i as u8).collect();
-                let data: Vec<u8> = (0..data_len).map(|i| (i * 7 + 3) as u8).collect();
-                let joined: Vec<u8> = tail.iter().chain(data.iter()).copied().collect();
-                let keep = joined.len() % 512;
-                let mut t = tail.clone();
-                keep_last(&mut t, &data, keep);
-                assert_eq!(t, joined[joined.len() - keep..], "tail {tail_len}, data {data_len}");
-            }
-        }
-    }
 
     fn marks(j: &mut Journal, n: u32) {
         let name = "n".repeat(250);

@@ -1,8 +1,9 @@
 //! Recovery: read a shard's logs at start-up and rebuild what is live.
 //!
-//! A record that fails its checks in the last segment, with nothing valid after it,
-//! is a torn tail (the last commit did not finish: nothing in it was acknowledged):
-//! the segment is cut there. Anything else that fails is corruption in the middle of
+//! A record that fails its checks in the last segment, with nothing valid after it
+//! or (format 2) with only the rest of the last commit after it, is a torn tail (the
+//! last commit did not finish: nothing in it was acknowledged): the segment is cut
+//! there. Anything else that fails is corruption in the middle of
 //! the log: recovery refuses, naming the file and the offset, and `sluice store
 //! repair` can cut the log there (losing what follows, which it reports).
 
@@ -198,7 +199,7 @@ fn read_log(dir: &Path, kind: LogKind, mode: Mode, r: &mut RecoveredShard) -> Re
         let end = match scan(&buf, kind, id, r) {
             Ok(end) => end,
             Err((offset, reason)) => {
-                let torn = last && !valid_record_after(&buf, offset);
+                let torn = last && torn_at(&buf, offset);
                 match (torn, mode) {
                     (true, Mode::Verify) => {
                         r.torn.push((path.clone(), offset as u64, (buf.len() - offset) as u64));
@@ -272,29 +273,76 @@ fn record_at_within(buf: &[u8], at: usize, budget: &mut usize) -> Option<usize> 
     (crc == want).then_some(RECORD_HEAD + len)
 }
 
-/// True when the damage at `offset` is corruption in the middle of the log rather
-/// than a torn tail: a valid record starts after it and valid records follow it to
-/// the end of the data. A record-shaped run of bytes inside a message payload cut
-/// by a crash does not pass for one, since the tail after it is torn too. Checking
-/// candidates is bounded (`VERIFY_BUDGET` checksummed bytes); past that the damage
-/// is taken as corruption, which stops the start-up and names the file and offset
-/// for `store repair`, instead of scanning without end.
-fn valid_record_after(buf: &[u8], offset: usize) -> bool {
+/// What follows damage at some offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum After {
+    /// Nothing valid: the data ends in the damage.
+    Nothing,
+    /// Valid records from this offset to the end of the data.
+    Records(usize),
+    /// The search spent its budget: taken for valid records (corruption).
+    Unknown,
+}
+
+/// What follows the damage at `offset`: a valid record and valid records after it to
+/// the end of the data, or nothing. A record-shaped run of bytes inside a message
+/// payload cut by a crash does not pass for one, since the tail after it is torn too.
+/// Checking candidates is bounded (`VERIFY_BUDGET` checksummed bytes); past that the
+/// damage is taken as corruption, which stops the start-up and names the file and
+/// offset for `store repair`, instead of scanning without end.
+fn after_damage(buf: &[u8], offset: usize) -> After {
     let mut budget = VERIFY_BUDGET;
     let mut p = offset + 1;
     while let Some(i) = buf.get(p..).and_then(|s| s.iter().position(|b| *b == RECORD_MARK)) {
         let at = p + i;
         if ends_at_a_boundary(buf, at) {
             if let Some(n) = record_at_within(buf, at, &mut budget) {
-                return records_to_end(buf, at + n);
+                return if records_to_end(buf, at + n) { After::Records(at) } else { After::Nothing };
             }
             if budget == 0 {
-                return true;
+                return After::Unknown;
             }
         }
         p = at + 1;
     }
+    After::Nothing
+}
+
+/// True when the damage at `offset` of a log's last segment is a torn tail rather
+/// than corruption: nothing valid follows it, or (format 2) what follows it is the
+/// rest of the last commit, which a disk that persists the blocks of one write out of
+/// order can leave behind a hole. A commit record naming a start past the damage
+/// means a commit began after it, so the damage was already synced: corruption.
+fn torn_at(buf: &[u8], offset: usize) -> bool {
+    match after_damage(buf, offset) {
+        After::Nothing => true,
+        After::Unknown => false,
+        After::Records(at) => segment_version(buf) >= Some(2) && !commit_started_after(buf, at, offset),
+    }
+}
+
+/// The format version in a segment's header, if it has one.
+fn segment_version(buf: &[u8]) -> Option<u16> {
+    (buf.get(..8)? == MAGIC).then(|| u16::from_be_bytes([buf[8], buf[9]]))
+}
+
+/// A commit record among the valid records from `at` to the end names a start past
+/// `offset`.
+fn commit_started_after(buf: &[u8], mut at: usize, offset: usize) -> bool {
+    while let Some(n) = (!data_ends_at(buf, at)).then(|| record_at(buf, at)).flatten() {
+        if buf[at + 1] == rtype::COMMIT
+            && commit_start(&buf[at + RECORD_HEAD..at + n]).is_some_and(|s| s > offset as u64)
+        {
+            return true;
+        }
+        at += n;
+    }
     false
+}
+
+/// The start a commit record's body names.
+fn commit_start(body: &[u8]) -> Option<u64> {
+    Some(u64::from_be_bytes(body.try_into().ok()?))
 }
 
 /// A candidate at `at` whose claimed length ends where the data ends or where another
@@ -308,7 +356,7 @@ fn ends_at_a_boundary(buf: &[u8], at: usize) -> bool {
     len <= MAX_RECORD && end <= buf.len() && (end == buf.len() || buf[end] == RECORD_MARK || data_ends_at(buf, end))
 }
 
-/// Checksummed bytes [`valid_record_after`] may spend on candidates.
+/// Checksummed bytes [`after_damage`] may spend on candidates.
 const VERIFY_BUDGET: usize = 256 << 20;
 
 /// Valid records from `at` to the end of the data.
@@ -339,7 +387,7 @@ fn scan(buf: &[u8], kind: LogKind, seg: u64, r: &mut RecoveredShard) -> Result<u
         return Err((0, "not a sluice segment".into()));
     }
     let version = u16::from_be_bytes([buf[8], buf[9]]);
-    if version != super::FORMAT_VERSION {
+    if !(super::OLDEST_FORMAT_VERSION..=super::FORMAT_VERSION).contains(&version) {
         return Err((0, format!("unsupported format version {version}")));
     }
     if buf[10] != kind as u8 {
@@ -464,6 +512,9 @@ fn apply(rt: u8, body: &[u8], seg: u64, r: &mut RecoveredShard) -> Result<(), &'
             }
             r.seq_floors[bucket] = r.seq_floors[bucket].max(next);
         }
+        rtype::COMMIT => {
+            commit_start(b.b).ok_or("commit record of the wrong length")?;
+        }
         _ => return Err("unknown record type"),
     }
     Ok(())
@@ -473,6 +524,7 @@ fn apply(rt: u8, body: &[u8], seg: u64, r: &mut RecoveredShard) -> Result<(), &'
 mod torn_tests {
     use super::*;
     use crate::store::frame_record;
+    use std::collections::BTreeMap;
 
     fn records(n: usize) -> Vec<u8> {
         let mut b = vec![1u8; HEADER_LEN];
@@ -480,6 +532,88 @@ mod torn_tests {
             frame_record(&mut b, 9, &[format!("record {i}").as_bytes()]);
         }
         b
+    }
+
+    /// A queues segment of `version` holding `commits` (queue message ids), each
+    /// ended by a commit record when `version` has them; the offset of every
+    /// message's record.
+    fn segment(version: u16, commits: &[&[u64]]) -> (Vec<u8>, BTreeMap<u64, usize>) {
+        let mut buf = crate::store::header(LogKind::Queues, 0).to_vec();
+        buf[8..10].copy_from_slice(&version.to_be_bytes());
+        let mut at = BTreeMap::new();
+        for (i, ids) in commits.iter().enumerate() {
+            let start = if i == 0 { 0 } else { buf.len() as u64 };
+            for id in *ids {
+                at.insert(*id, buf.len());
+                let name = b"torn";
+                frame_record(
+                    &mut buf,
+                    rtype::QUEUE_PUBLISH,
+                    &[&[1], &(name.len() as u16).to_be_bytes(), name, &id.to_be_bytes(), &7u64.to_be_bytes(), b"body"],
+                );
+            }
+            if version >= 2 {
+                frame_record(&mut buf, rtype::COMMIT, &[&start.to_be_bytes()]);
+            }
+        }
+        (buf, at)
+    }
+
+    /// Recover a data directory holding `buf` as its only queues segment.
+    fn recover_one(name: &str, buf: &[u8]) -> (Result<RecoveredShard, RecoveryError>, Vec<u8>) {
+        let data = std::env::temp_dir().join(format!("sluice-recovery-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        let dir = log_dir(&data, 0, LogKind::Queues);
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join(crate::store::segment_name(1));
+        std::fs::write(&file, buf).unwrap();
+        let r = recover(&data, 0, Mode::Start);
+        let left = std::fs::read(&file).unwrap();
+        let _ = std::fs::remove_dir_all(&data);
+        (r, left)
+    }
+
+    fn ids(r: &RecoveredShard) -> Vec<u64> {
+        r.queues.values().flat_map(|m| m.keys().copied()).collect()
+    }
+
+    /// A disk persisted the blocks of the last commit out of order: a hole in it, its
+    /// later records and its commit record intact. Nothing of that commit was
+    /// acknowledged (its sync never returned): a torn tail, cut at the hole, and the
+    /// start goes on. Before (format 1's rule), valid records after the damage made it
+    /// corruption and the broker refused to start.
+    #[test]
+    fn a_last_commit_torn_out_of_order_is_cut_at_the_hole() {
+        let (mut buf, at) = segment(2, &[&[1, 2], &[3, 4, 5]]);
+        buf[at[&3] + RECORD_HEAD + 2] ^= 0xFF;
+        let (r, left) = recover_one("hole", &buf);
+        let r = r.expect("a torn last commit is not corruption");
+        assert_eq!(ids(&r), vec![1, 2]);
+        assert_eq!(r.torn.len(), 1);
+        assert_eq!(left.len(), at[&3], "cut where the hole starts");
+    }
+
+    /// Damage in a commit before the last: a commit started after it, so it was
+    /// synced and acknowledged: corruption, as before.
+    #[test]
+    fn damage_in_a_commit_before_the_last_is_corruption() {
+        let (mut buf, at) = segment(2, &[&[1, 2], &[3, 4, 5]]);
+        buf[at[&2] + RECORD_HEAD + 2] ^= 0xFF;
+        let (r, left) = recover_one("synced", &buf);
+        assert!(matches!(r, Err(RecoveryError::Corrupt { offset, .. }) if offset == at[&2] as u64));
+        assert_eq!(left, buf, "start-up changes nothing it refuses");
+    }
+
+    /// A version 1 segment has no commit records: damage with valid records after it
+    /// stays corruption (there is no telling where its last commit began).
+    #[test]
+    fn a_version_1_segment_keeps_its_rule() {
+        let (mut buf, at) = segment(1, &[&[1, 2], &[3, 4, 5]]);
+        buf[at[&3] + RECORD_HEAD + 2] ^= 0xFF;
+        assert!(matches!(recover_one("v1", &buf).0, Err(RecoveryError::Corrupt { .. })));
+        // Undamaged, it is read as it always was.
+        let (buf, _) = segment(1, &[&[1, 2], &[3, 4, 5]]);
+        assert_eq!(ids(&recover_one("v1-whole", &buf).0.unwrap()), vec![1, 2, 3, 4, 5]);
     }
 
     /// A crash cut a record whose payload carries a record-shaped run of bytes (a
@@ -496,7 +630,7 @@ mod torn_tests {
         let mut rec = Vec::new();
         frame_record(&mut rec, 9, &[&payload]);
         buf.extend_from_slice(&rec[..rec.len() - 200]); // cut by the crash
-        assert!(!valid_record_after(&buf, torn_at));
+        assert_eq!(after_damage(&buf, torn_at), After::Nothing);
     }
 
     /// Damage in the middle, with valid records after it to the end: corruption.
@@ -508,10 +642,10 @@ mod torn_tests {
         let mut damaged = tail[HEADER_LEN..].to_vec();
         damaged[3] ^= 0x40; // the first record's length
         buf.extend_from_slice(&damaged);
-        assert!(valid_record_after(&buf, bad_at));
+        assert!(matches!(after_damage(&buf, bad_at), After::Records(_)));
         // And with zeros after the last record (an allocated but unwritten end).
         buf.extend_from_slice(&[0u8; 64]);
-        assert!(valid_record_after(&buf, bad_at));
+        assert!(matches!(after_damage(&buf, bad_at), After::Records(_)));
     }
 
     /// Many record-shaped candidates, each claiming a long body with a bad checksum
@@ -529,7 +663,7 @@ mod torn_tests {
         head.extend_from_slice(&[0, 0, 0, 0]);
         let tail: Vec<u8> = head.iter().copied().cycle().take(8 << 20).collect();
         buf.extend_from_slice(&tail);
-        assert!(valid_record_after(&buf, at));
+        assert_eq!(after_damage(&buf, at), After::Unknown);
     }
 
     /// A crash tore a long payload of random-looking bytes (compressed, encrypted):
@@ -547,7 +681,7 @@ mod torn_tests {
             x ^= x << 17;
             (x >> 24) as u8
         }));
-        assert!(!valid_record_after(&buf, torn_at));
+        assert_eq!(after_damage(&buf, torn_at), After::Nothing);
     }
 
     /// Candidates that leave part of the budget, then valid records longer than that
@@ -571,6 +705,6 @@ mod torn_tests {
         for _ in 0..2 {
             frame_record(&mut buf, 9, &[&vec![0x44u8; 2 << 20]]);
         }
-        assert!(valid_record_after(&buf, at));
+        assert_eq!(after_damage(&buf, at), After::Unknown);
     }
 }
