@@ -359,6 +359,9 @@ pub(super) struct Peer {
     /// AMQP handshake gets what is left, so a peer has the timeout from accept to
     /// OPEN once, not once for TLS and again for AMQP.
     pub(super) handshake_spent: Duration,
+    /// The id the connection was given at accept (a TLS connection is in the handshake
+    /// map from then), else one is given now.
+    pub(super) conn_id: Option<u64>,
 }
 
 /// Drive one connection until it ends.
@@ -388,10 +391,11 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     cfg.allow_no_sasl = !auth.enabled();
     cfg.sasl_auto_accept = false;
     let started = Instant::now();
-    let id = shard.next_conn_id();
+    let id = peer.conn_id.unwrap_or_else(|| shard.next_conn_id());
     let inbox = Rc::new(Inbox::default());
     shard.conns.borrow_mut().insert(id, inbox.clone());
-    shard.handshaking.borrow_mut().insert(id, started);
+    let since = started.checked_sub(peer.handshake_spent).unwrap_or(started);
+    shard.handshaking.borrow_mut().insert(id, crate::shard::Handshake { since, tls: None });
     gauge(&shard.counters.connections, 1);
     let mut d = Driver {
         shard: shard.clone(),

@@ -70,22 +70,25 @@ fn admit(shard: &Shard) -> bool {
     max > 0 && live > max
 }
 
-/// A connection still in its AMQP handshake this long may be dropped for a new one
+/// A connection still in its handshake (TLS or AMQP) this long may be dropped for a new one
 /// when the broker is at MaxConnections (a client's handshake takes milliseconds).
 const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
 
-/// Drop this shard's oldest connection still in its handshake, if it has been for
+/// Drop this shard's oldest connection still in its handshake (TLS or AMQP), if it has been for
 /// [`EVICTABLE_AFTER`]; true if one was.
 fn evict_a_handshake(shard: &Shard) -> bool {
     let mut handshaking = shard.handshaking.borrow_mut();
-    let Some((&conn, &since)) = handshaking.iter().next() else { return false };
-    if since.elapsed() < EVICTABLE_AFTER {
+    let Some(entry) = handshaking.first_entry() else { return false };
+    if entry.get().since.elapsed() < EVICTABLE_AFTER {
         return false;
     }
-    handshaking.remove(&conn);
+    let (conn, h) = entry.remove_entry();
     drop(handshaking);
     crate::shard::metrics::add(&shard.counters.handshakes_evicted, 1);
-    shard.route(ShardMsg::Evict { conn });
+    match h.tls {
+        Some(tls) => tls.evict(),
+        None => shard.route(ShardMsg::Evict { conn }),
+    }
     true
 }
 
@@ -203,7 +206,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
     if !tls {
         glommio::spawn_local(async move {
             let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
-            let peer = Peer { ip, tls: false, client_cn: None, handshake_spent: Duration::ZERO };
+            let peer = Peer { ip, tls: false, client_cn: None, handshake_spent: Duration::ZERO, conn_id: None };
             conn::run(shard2.clone(), stream, peer, over_limit).await;
             release(&shard2);
         })
@@ -216,6 +219,13 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
         let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
         match acceptor {
             Some(acceptor) => {
+                // In the handshake map from accept, so that at MaxConnections a socket
+                // silent in its TLS handshake gives its place up like one silent in
+                // AMQP's; the connection keeps this id.
+                let id = shard2.next_conn_id();
+                let eviction = Rc::new(crate::shard::Eviction::default());
+                let entry = crate::shard::Handshake { since: started, tls: Some(eviction.clone()) };
+                shard2.handshaking.borrow_mut().insert(id, entry);
                 let limit = Duration::from_secs(shard2.global.settings.handshake_timeout_seconds.max(1) as u64);
                 let handshake = async move {
                     let mut stream = stream;
@@ -226,14 +236,22 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
                     glommio::timer::sleep(limit).await;
                     Err(std::io::Error::new(std::io::ErrorKind::TimedOut, "TLS handshake timed out"))
                 };
-                match futures_lite::future::or(handshake, timeout).await {
-                    Ok(tls) => {
+                let evicted = async {
+                    eviction.wait().await;
+                    Err(std::io::Error::other("dropped in its TLS handshake for a new connection at MaxConnections"))
+                };
+                match futures_lite::future::or(evicted, futures_lite::future::or(handshake, timeout)).await {
+                    // Done, unless its place was given up meanwhile (counted already).
+                    Ok(tls) if !eviction.is_evicted() => {
                         let client_cn = tls::client_cn(tls.get_ref().1);
-                        let peer = Peer { ip, tls: true, client_cn, handshake_spent: started.elapsed() };
+                        let handshake_spent = started.elapsed();
+                        let peer = Peer { ip, tls: true, client_cn, handshake_spent, conn_id: Some(id) };
                         conn::run(shard2.clone(), tls, peer, over_limit).await;
                     }
+                    Ok(_) => tracing::debug!(peer = %ip, "dropped after its TLS handshake: its place was given up"),
                     Err(e) => tracing::debug!(peer = %ip, error = %e, "TLS handshake failed"),
                 }
+                shard2.handshaking.borrow_mut().remove(&id);
             }
             // Every shard has the acceptor when any has the TLS listener (one
             // configuration); not reached.

@@ -99,6 +99,51 @@ impl Inbox {
     }
 }
 
+/// A connection in its handshake, as the connection limit sees it.
+#[derive(Debug)]
+pub struct Handshake {
+    /// When it was accepted.
+    pub since: std::time::Instant,
+    /// Set while it is in its TLS handshake (its driver does not run yet): how it is
+    /// told to give its place up.
+    pub tls: Option<Rc<Eviction>>,
+}
+
+/// Tells a task racing [`Eviction::wait`] that its connection is to be dropped.
+#[derive(Debug, Default)]
+pub struct Eviction {
+    evicted: Cell<bool>,
+    waker: RefCell<Option<std::task::Waker>>,
+}
+
+impl Eviction {
+    /// Drop the connection: wakes [`Eviction::wait`].
+    pub fn evict(&self) {
+        self.evicted.set(true);
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// True once evicted.
+    pub fn is_evicted(&self) -> bool {
+        self.evicted.get()
+    }
+
+    /// Ready once evicted.
+    pub async fn wait(&self) {
+        futures_lite::future::poll_fn(|cx| {
+            if self.evicted.get() {
+                std::task::Poll::Ready(())
+            } else {
+                *self.waker.borrow_mut() = Some(cx.waker().clone());
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
 /// One shard's context, shared by its tasks (`Rc`: never leaves the thread).
 pub struct Shard {
     /// Shard index.
@@ -111,9 +156,9 @@ pub struct Shard {
     pub home: RefCell<Home>,
     /// Connections of this shard.
     pub conns: RefCell<HashMap<u64, Rc<Inbox>>>,
-    /// Connections of this shard still in their AMQP handshake (before OPEN), by id
-    /// (so oldest first), with when they started.
-    pub handshaking: RefCell<std::collections::BTreeMap<u64, std::time::Instant>>,
+    /// Connections of this shard still in their handshake (TLS, then AMQP until
+    /// OPEN), by id (so oldest first).
+    pub handshaking: RefCell<std::collections::BTreeMap<u64, Handshake>>,
     next_conn: Cell<u64>,
     outboxes: Vec<RefCell<VecDeque<ShardMsg>>>,
     /// Messages waiting in each outbox (a batch counts each message it carries).

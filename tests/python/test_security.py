@@ -459,3 +459,44 @@ def test_the_handshake_timeout_counts_once_from_accept_over_tls(broker_factory, 
     assert closed_after is not None, "the silent TLS peer was never closed"
     # 6 s from accept; the old double timeout closed it at 10 s.
     assert closed_after < 8.5, f"closed {closed_after:.1f} s after accept, timeout 6 s"
+
+
+def test_sockets_silent_in_their_tls_handshake_give_their_place_at_the_connection_limit(broker_factory, pki):
+    """At CONNECTORS_AMQP10_MAX_CONNECTIONS, the oldest connection still in its
+    handshake after a second gives its place to a new one, also when it is stuck in
+    TLS. Before, sockets silent in their TLS handshake were not in the handshake map:
+    three of them held a limit of 3 until the handshake timeout (60 s here) and the
+    client was told "connection limit reached"."""
+    b = start_tls_broker(
+        broker_factory,
+        pki,
+        CONNECTORS_AMQP10_MAX_CONNECTIONS="3",
+        SLUICE_SHARDS="1",
+        SLUICE_HANDSHAKE_TIMEOUT_SECONDS="60",
+    )
+    silent = [socket.create_connection(("127.0.0.1", b.tls_port), timeout=5) for _ in range(3)]
+    time.sleep(1.5)
+    s = tls_connect(b, pki, client_cert=False)
+    s.sendall(b"AMQP\x00\x01\x00\x00" + open_frame(b"after-the-silent-ones"))
+    got = read_frames(s, lambda d: b"\x00\x53\x10" in d)
+    assert b"\x00\x53\x10" in got, got
+    # Refused, it would get a CLOSE (descriptor 0x18) right after its OPEN.
+    got += read_frames(s, lambda d: False, timeout=0.5)
+    assert b"\x00\x53\x18" not in got and b"connection limit" not in got, got
+    assert any(c["container_id"] == "after-the-silent-ones" for c in connections(b))
+    # The oldest silent socket was dropped; the other two still wait.
+    silent[0].settimeout(5)
+    try:
+        dropped = silent[0].recv(64) == b""
+    except ConnectionResetError:
+        dropped = True
+    except socket.timeout:
+        dropped = False
+    assert dropped, "the oldest socket silent in its TLS handshake is still open"
+    silent[1].settimeout(0.3)
+    with pytest.raises(socket.timeout):
+        silent[1].recv(64)
+    assert b.wait_metric("sluice_connections_evicted_in_handshake_total", lambda v: v == 1) == 1
+    s.close()
+    for t in silent:
+        t.close()
