@@ -14,7 +14,8 @@
 //!   end), and a last record cut short is appended as it is (a torn tail);
 //! * bits 2-3: the records are spread over 1 to 4 segments (a record or raw byte run
 //!   boundary starts the next one; the header of a later segment may be left out
-//!   when bit 4 is set).
+//!   when bit 4 is set);
+//! * bit 5: the headers say format 1 (no commit records; else the current format).
 //!
 //! Checked for every input: nothing panics; `Verify` changes no file; when `Start`
 //! succeeds, a second `Start` finds nothing to cut and recovers the same state;
@@ -154,6 +155,7 @@ fn check(r: &RecoveredShard) {
 /// Recover the log the input describes in every mode and check the invariants.
 pub(crate) fn store(data: &[u8]) {
     let Some((kind, segs)) = segments_of(data) else { return };
+    let format_1 = data[0] & 32 != 0;
     let root = data_dir();
     let root = root.as_path();
     let _ = std::fs::remove_dir_all(root);
@@ -161,6 +163,9 @@ pub(crate) fn store(data: &[u8]) {
     std::fs::create_dir_all(&dir).expect("fuzz data directory");
     for (i, (with_header, body)) in segs.iter().enumerate() {
         let mut bytes = if *with_header { header(kind, 0).to_vec() } else { Vec::new() };
+        if *with_header && format_1 {
+            bytes[8..10].copy_from_slice(&1u16.to_be_bytes());
+        }
         bytes.extend_from_slice(body);
         std::fs::write(dir.join(segment_name(i as u64 + 1)), bytes).expect("fuzz segment");
     }
@@ -275,5 +280,22 @@ pub(crate) fn seeds() -> Vec<(String, Vec<u8>)> {
     seeds.push(("raw-zeros".into(), [vec![3u8], vec![0; 64]].concat()));
     seeds.push(("raw-record-mark-run".into(), [vec![2u8 | (1 << 2)], vec![0xA5; 40]].concat()));
     seeds.push(("flags-only".into(), vec![0u8]));
+    // Commits ended by commit records (type 8, the offset where each began); a hole
+    // (bytes that fail their checksum) in the last commit, in a synced one, and in a
+    // format 1 log.
+    let commit = |start: u64| rec(8, &[&start.to_be_bytes()]);
+    let on_disk = |recs: &[Vec<u8>]| -> u64 {
+        recs.iter().map(|r| if r[0] == 0xFF { r.len() - 2 } else { RECORD_HEAD + r.len() - 2 } as u64).sum()
+    };
+    let hole = rec(0xFF, &[&[0xA5, 1, 0, 0, 0, 4, 0, 0, 0, 0, 1, 2, 3, 4]]);
+    let first = vec![publish(1), publish(2), commit(0)];
+    let second_at = 16 + on_disk(&first);
+    let last = vec![hole.clone(), publish(3), commit(second_at)];
+    seeds.push(("queues-hole-in-last-commit".into(), [vec![vec![0u8]], first.clone(), last].concat().concat()));
+    let synced = vec![publish(1), hole.clone(), publish(2), commit(0)];
+    let then_at = 16 + on_disk(&synced);
+    let then = vec![publish(3), commit(then_at)];
+    seeds.push(("queues-hole-in-synced-commit".into(), [vec![vec![0u8]], synced, then].concat().concat()));
+    seeds.push(("queues-hole-format-1".into(), [vec![32u8], publish(1), hole, publish(3)].concat()));
     seeds
 }

@@ -198,8 +198,8 @@ fn read_log(dir: &Path, kind: LogKind, mode: Mode, r: &mut RecoveredShard) -> Re
         }
         let end = match scan(&buf, kind, id, r) {
             Ok(end) => end,
-            Err((offset, reason)) => {
-                let torn = last && torn_at(&buf, offset);
+            Err(Damage { offset, reason, unreadable }) => {
+                let torn = last && torn_at(&buf, offset, unreadable);
                 match (torn, mode) {
                     (true, Mode::Verify) => {
                         r.torn.push((path.clone(), offset as u64, (buf.len() - offset) as u64));
@@ -309,35 +309,53 @@ fn after_damage(buf: &[u8], offset: usize) -> After {
 }
 
 /// True when the damage at `offset` of a log's last segment is a torn tail rather
-/// than corruption: nothing valid follows it, or (format 2) what follows it is the
-/// rest of the last commit, which a disk that persists the blocks of one write out of
-/// order can leave behind a hole. A commit record naming a start past the damage
-/// means a commit began after it, so the damage was already synced: corruption.
-fn torn_at(buf: &[u8], offset: usize) -> bool {
+/// than corruption: nothing valid follows it, or (format 2) it is a record that fails
+/// its length or checksum check (`unreadable`, as a write the disk did not finish
+/// leaves it) and what follows it is the rest of the last commit, which a disk that
+/// persists the blocks of one write out of order can leave behind a hole.
+fn torn_at(buf: &[u8], offset: usize, unreadable: bool) -> bool {
     match after_damage(buf, offset) {
         After::Nothing => true,
         After::Unknown => false,
-        After::Records(at) => segment_version(buf) >= Some(2) && !commit_started_after(buf, at, offset),
+        After::Records(at) => unreadable && rest_of_last_commit(buf, at, offset),
+    }
+}
+
+/// The valid records from `at` to the end are the rest of the commit the damage at
+/// `offset` lies in, and that commit is the last one: they hold at most one commit
+/// record, the last of them, naming a start at or before the damage. (A commit record
+/// with records after it means a later commit began, so the damaged one had been
+/// synced; so does one naming a start past the damage.) Format 2 only; a segment
+/// whose header was lost with the rest of its first block counts as format 2 when its
+/// one commit record names start 0 (the commit that opened the segment).
+fn rest_of_last_commit(buf: &[u8], mut at: usize, offset: usize) -> bool {
+    let header_lost = offset == 0 && buf.iter().take(HEADER_LEN).all(|b| *b == 0);
+    let format_2 = offset >= HEADER_LEN && segment_version(buf) == Some(2);
+    if !(header_lost || format_2) {
+        return false;
+    }
+    let mut start = None;
+    while let Some(n) = (!data_ends_at(buf, at)).then(|| record_at(buf, at)).flatten() {
+        if start.is_some() {
+            return false;
+        }
+        if buf[at + 1] == rtype::COMMIT {
+            match commit_start(&buf[at + RECORD_HEAD..at + n]) {
+                Some(s) => start = Some(s),
+                None => return false,
+            }
+        }
+        at += n;
+    }
+    match start {
+        Some(s) => s <= offset as u64,
+        None => !header_lost,
     }
 }
 
 /// The format version in a segment's header, if it has one.
 fn segment_version(buf: &[u8]) -> Option<u16> {
     (buf.get(..8)? == MAGIC).then(|| u16::from_be_bytes([buf[8], buf[9]]))
-}
-
-/// A commit record among the valid records from `at` to the end names a start past
-/// `offset`.
-fn commit_started_after(buf: &[u8], mut at: usize, offset: usize) -> bool {
-    while let Some(n) = (!data_ends_at(buf, at)).then(|| record_at(buf, at)).flatten() {
-        if buf[at + 1] == rtype::COMMIT
-            && commit_start(&buf[at + RECORD_HEAD..at + n]).is_some_and(|s| s > offset as u64)
-        {
-            return true;
-        }
-        at += n;
-    }
-    false
 }
 
 /// The start a commit record's body names.
@@ -378,20 +396,34 @@ fn data_ends_at(buf: &[u8], at: usize) -> bool {
     at >= buf.len() || buf[at] == 0 && buf[at..].iter().all(|b| *b == 0)
 }
 
-/// Walk a segment's records; Ok(end of data) or Err((offset, reason)).
-fn scan(buf: &[u8], kind: LogKind, seg: u64, r: &mut RecoveredShard) -> Result<usize, (usize, String)> {
+/// Where and why a segment's scan stopped.
+struct Damage {
+    /// Byte offset of the bad record (0: the header).
+    offset: usize,
+    /// What is wrong.
+    reason: String,
+    /// The bytes there fail the length or checksum check (or the header is zeros), as
+    /// a write the disk did not finish leaves them; false for a record that passes
+    /// its checksum but does not make sense (an unknown type, a malformed body) and
+    /// for a header that is not zeros but not ours: never a torn write.
+    unreadable: bool,
+}
+
+/// Walk a segment's records; Ok(end of data) or where and why it stopped.
+fn scan(buf: &[u8], kind: LogKind, seg: u64, r: &mut RecoveredShard) -> Result<usize, Damage> {
+    let bad = |offset: usize, reason: &str, unreadable: bool| Damage { offset, reason: reason.to_owned(), unreadable };
     if buf.len() < HEADER_LEN || buf.iter().take(HEADER_LEN).all(|b| *b == 0) {
-        return Err((0, "missing segment header".into()));
+        return Err(bad(0, "missing segment header", true));
     }
     if &buf[..8] != MAGIC {
-        return Err((0, "not a sluice segment".into()));
+        return Err(bad(0, "not a sluice segment", false));
     }
     let version = u16::from_be_bytes([buf[8], buf[9]]);
     if !(super::OLDEST_FORMAT_VERSION..=super::FORMAT_VERSION).contains(&version) {
-        return Err((0, format!("unsupported format version {version}")));
+        return Err(bad(0, &format!("unsupported format version {version}"), false));
     }
     if buf[10] != kind as u8 {
-        return Err((0, "segment of another log".into()));
+        return Err(bad(0, "segment of another log", false));
     }
     let mut at = HEADER_LEN;
     loop {
@@ -399,11 +431,11 @@ fn scan(buf: &[u8], kind: LogKind, seg: u64, r: &mut RecoveredShard) -> Result<u
             return Ok(at.min(buf.len()));
         }
         let Some(n) = record_at(buf, at) else {
-            return Err((at, "record fails its length or checksum check".into()));
+            return Err(bad(at, "record fails its length or checksum check", true));
         };
         let rtype = buf[at + 1];
         let body = &buf[at + RECORD_HEAD..at + n];
-        apply(rtype, body, seg, r).map_err(|why| (at, why.to_owned()))?;
+        apply(rtype, body, seg, r).map_err(|why| bad(at, why, false))?;
         r.records += 1;
         at += n;
     }
@@ -602,6 +634,61 @@ mod torn_tests {
         let (r, left) = recover_one("synced", &buf);
         assert!(matches!(r, Err(RecoveryError::Corrupt { offset, .. }) if offset == at[&2] as u64));
         assert_eq!(left, buf, "start-up changes nothing it refuses");
+    }
+
+    /// The last commit went on into a segment that a crash kept from existing: its
+    /// part here has no commit record. Damage before the previous commit's record is
+    /// corruption (a later commit began, so that one was synced), even though no
+    /// commit record names a start past it; damage in the unfinished part is torn.
+    #[test]
+    fn a_commit_record_with_records_after_it_ends_a_synced_commit() {
+        let (whole, at) = segment(2, &[&[1, 2], &[3, 4]]);
+        let unfinished = &whole[..whole.len() - (RECORD_HEAD + 8)];
+        let mut buf = unfinished.to_vec();
+        buf[at[&2] + RECORD_HEAD + 2] ^= 0xFF;
+        assert!(matches!(recover_one("spanning-synced", &buf).0, Err(RecoveryError::Corrupt { .. })));
+        let mut buf = unfinished.to_vec();
+        buf[at[&3] + RECORD_HEAD + 2] ^= 0xFF;
+        let (r, left) = recover_one("spanning-torn", &buf);
+        assert_eq!(ids(&r.unwrap()), vec![1, 2]);
+        assert_eq!(left.len(), at[&3]);
+    }
+
+    /// Only bytes that fail their length or checksum check can be a torn write: a
+    /// record that passes its checksum but makes no sense (a type this build does not
+    /// know), followed by the rest of the last commit, is corruption; and so is a
+    /// header that is not ours (a later format), never cut.
+    #[test]
+    fn readable_damage_and_foreign_headers_are_never_cut_as_torn() {
+        let (mut buf, at) = segment(2, &[&[1, 2], &[3]]);
+        let mut unknown = Vec::new();
+        frame_record(&mut unknown, 99, &[b"from a later sluice"]);
+        buf.splice(at[&3]..at[&3], unknown);
+        // The last commit's record still names where it began: at the unknown record.
+        assert!(
+            matches!(recover_one("unknown-type", &buf).0, Err(RecoveryError::Corrupt { offset, .. }) if offset == at[&3] as u64)
+        );
+        let (mut buf, _) = segment(2, &[&[1, 2]]);
+        buf[9] = 3;
+        let (r, left) = recover_one("version-3", &buf);
+        assert!(matches!(r, Err(RecoveryError::Corrupt { offset: 0, .. })));
+        assert_eq!(left, buf);
+    }
+
+    /// The commit that opened the last segment lost its first block (the header and
+    /// its first records read as zeros) while its commit record, naming start 0,
+    /// reached the disk: torn, the segment cut to nothing. Without a commit record
+    /// (format 1) it stays corruption.
+    #[test]
+    fn a_last_segment_that_lost_its_first_block_is_cut_to_nothing() {
+        let (mut buf, at) = segment(2, &[&[1, 2, 3]]);
+        buf[..at[&2]].fill(0);
+        let (r, left) = recover_one("header-lost", &buf);
+        assert_eq!(ids(&r.expect("a torn first commit")), Vec::<u64>::new());
+        assert!(left.is_empty());
+        let (mut buf, at) = segment(1, &[&[1, 2, 3]]);
+        buf[..at[&2]].fill(0);
+        assert!(matches!(recover_one("header-lost-v1", &buf).0, Err(RecoveryError::Corrupt { offset: 0, .. })));
     }
 
     /// A version 1 segment has no commit records: damage with valid records after it
