@@ -798,6 +798,9 @@ pub struct Writer {
     tail: Vec<u8>,
     /// The commit record written after a commit's last batch.
     mark: Vec<u8>,
+    /// Segments the commit under way wrote to and left for a new one, with where
+    /// their data ended before it (cut back there if the commit fails).
+    left: Vec<(u64, u64)>,
     sizes: BTreeMap<u64, u64>,
 }
 
@@ -815,6 +818,7 @@ impl Writer {
             durable: 0,
             tail: Vec::new(),
             mark: Vec::new(),
+            left: Vec::new(),
             sizes: existing,
         }
     }
@@ -826,21 +830,21 @@ impl Writer {
             let synced = f.fdatasync().await.map_err(glommio_err);
             let _ = f.close().await;
             synced?;
+            // Should the commit fail later, what it wrote there is cut off too.
+            self.left.push((self.seg, self.durable));
         }
-        // From here on a failure concerns the new segment (abandon deletes it: nothing
-        // in it is durable yet).
-        self.seg = seg;
         self.pos = 0;
         self.durable = 0;
         self.tail.clear();
         let path = self.dir.join(segment_name(seg));
-        let file = glommio::io::OpenOptions::new()
-            .create_new(true)
-            .write(true)
-            .read(true)
-            .dma_open(&path)
-            .await
-            .map_err(glommio_err)?;
+        let opened = glommio::io::OpenOptions::new().create_new(true).write(true).read(true).dma_open(&path).await;
+        // Not made (a file of that name is in the way, no space): nothing of ours to
+        // cut or delete.
+        self.seg = u64::MAX;
+        let file = opened.map_err(glommio_err)?;
+        // From here on a failure concerns the new segment (abandon deletes it: nothing
+        // in it is durable yet).
+        self.seg = seg;
         // New segments fsync their directory, so the file itself survives a crash.
         let dir = glommio::io::Directory::open(&self.dir).await.map_err(glommio_err)?;
         dir.sync().await.map_err(glommio_err)?;
@@ -900,9 +904,13 @@ impl Writer {
             Some(f) => {
                 f.fdatasync().await.map_err(glommio_err)?;
                 self.durable = self.pos;
+                self.left.clear();
                 Ok(())
             }
-            None => Ok(()),
+            None => {
+                self.left.clear();
+                Ok(())
+            }
         }
     }
 
@@ -914,20 +922,30 @@ impl Writer {
         if let Some(f) = self.file.take() {
             let _ = f.close().await;
         }
-        if self.seg == u64::MAX {
-            return;
+        // The segments the failed commit wrote to and left (synced, but nothing of
+        // this commit was acknowledged: its publishes are rejected, so they must not
+        // come back after a restart).
+        for (seg, durable) in std::mem::take(&mut self.left) {
+            self.cut_back(seg, durable);
         }
-        let path = self.dir.join(segment_name(self.seg));
-        let cut = if self.durable == 0 {
-            self.sizes.remove(&self.seg);
+        if self.seg != u64::MAX {
+            self.cut_back(self.seg, self.durable);
+        }
+    }
+
+    /// Cut segment `seg` back to `durable` bytes, deleting it when that is nothing.
+    fn cut_back(&mut self, seg: u64, durable: u64) {
+        let path = self.dir.join(segment_name(seg));
+        let cut = if durable == 0 {
+            self.sizes.remove(&seg);
             match std::fs::remove_file(&path) {
                 Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
                 _ => std::fs::File::open(&self.dir).and_then(|d| d.sync_all()),
             }
         } else {
-            self.sizes.insert(self.seg, self.durable);
+            self.sizes.insert(seg, durable);
             std::fs::OpenOptions::new().write(true).open(&path).and_then(|f| {
-                f.set_len(self.durable)?;
+                f.set_len(durable)?;
                 f.sync_all()
             })
         };
@@ -1069,6 +1087,54 @@ fn glommio_err(e: glommio::GlommioError<()>) -> std::io::Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A commit that went on into a new segment and failed there (the new segment
+    /// could not be made) cuts what it wrote to the segment it left, though that one
+    /// was synced: its publishes are rejected, so they must not come back after a
+    /// restart. Before, they stayed in the segment left and a restart brought them
+    /// back.
+    #[test]
+    fn a_failed_commit_cuts_what_it_wrote_to_the_segment_it_left() {
+        let data = std::env::temp_dir().join(format!("sluice-writer-left-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&data);
+        let dir = log_dir(&data, 0, LogKind::Queues);
+        std::fs::create_dir_all(&dir).unwrap();
+        let publish = |id: u64| {
+            let mut out = Vec::new();
+            frame_record(
+                &mut out,
+                rtype::QUEUE_PUBLISH,
+                &[&[1], &4u16.to_be_bytes(), b"left", &id.to_be_bytes(), &0u64.to_be_bytes(), b"m"],
+            );
+            out
+        };
+        let d = dir.clone();
+        let (kept, failed) = glommio::LocalExecutorBuilder::default()
+            .spawn(move || async move {
+                let mut w = Writer::new(d.clone(), LogKind::Queues, 0, BTreeMap::new());
+                w.write(1, &publish(1), true).await.unwrap();
+                w.sync().await.unwrap();
+                let kept = w.durable;
+                // The next commit: a record for segment 1, then segment 2, which a file
+                // in the way keeps from being made.
+                std::fs::write(d.join(segment_name(2)), b"in the way").unwrap();
+                w.write(1, &publish(2), false).await.unwrap();
+                let failed = w.write(2, &publish(3), true).await.is_err();
+                w.abandon().await;
+                (kept, failed)
+            })
+            .unwrap()
+            .join()
+            .unwrap();
+        assert!(failed);
+        assert_eq!(std::fs::metadata(dir.join(segment_name(1))).unwrap().len(), kept);
+        assert_eq!(std::fs::read(dir.join(segment_name(2))).unwrap(), b"in the way", "not ours to delete");
+        std::fs::remove_file(dir.join(segment_name(2))).unwrap();
+        let r = crate::store::recovery::recover(&data, 0, crate::store::recovery::Mode::Start).unwrap();
+        let ids: Vec<u64> = r.queues.values().flat_map(|m| m.keys().copied()).collect();
+        assert_eq!(ids, vec![1], "the rejected publish came back");
+        let _ = std::fs::remove_dir_all(&data);
+    }
 
     fn marks(j: &mut Journal, n: u32) {
         let name = "n".repeat(250);
