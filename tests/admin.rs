@@ -130,7 +130,9 @@ fn admin_connections_past_the_limits_are_refused_at_once_and_the_endpoint_recove
     let b = Broker::start(&[]);
     // Each idle connection holds one of the endpoint's threads (until its request
     // deadline); past the limit for one address, that address is told so at once
-    // instead of waiting for a thread, and the others are still served.
+    // instead of waiting for a thread, and the others are still served. (Connections
+    // younger than a second: older idle ones give their place up, see
+    // silent_admin_connections_give_their_place_to_a_probe.)
     let mut idle: Vec<TcpStream> = (0..MAX_PER_ADDRESS).map(|_| admin_from(&b, 2)).collect();
     let refused = |host: u8| {
         let mut extra = admin_from(&b, host);
@@ -149,6 +151,58 @@ fn admin_connections_past_the_limits_are_refused_at_once_and_the_endpoint_recove
     assert!(eventually(Duration::from_secs(5), || refused(9).contains(r#""too many admin connections""#)));
     drop(idle);
     assert!(eventually(Duration::from_secs(5), || scrape_ok(&b)), "served again once the idle ones closed");
+}
+
+/// At the limits, a connection that has waited a second or more for a request gives
+/// its place to the new one (it is shut down): sockets that connect and say nothing,
+/// from one address or from many, cannot keep a probe of /healthz out. Before, the
+/// probe was answered 503 until the silent sockets' request deadline (10 s), and
+/// sockets renewed every 10 s kept it out for good.
+#[test]
+fn silent_admin_connections_give_their_place_to_a_probe() {
+    let b = Broker::start(&[]);
+    // Closed within 5 s (what was sent before is read past).
+    let closed_at_once = |s: &mut TcpStream| {
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let mut buf = [0u8; 1024];
+        loop {
+            match s.read(&mut buf) {
+                Ok(0) => return true,
+                Ok(_) => continue,
+                Err(e) => return !matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut),
+            }
+        }
+    };
+    let still_open = |s: &mut TcpStream| {
+        s.set_read_timeout(Some(Duration::from_millis(300))).unwrap();
+        let mut buf = [0u8; 16];
+        matches!(s.read(&mut buf), Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut))
+    };
+    // One address at its limit: first a keep-alive connection idle after an answer,
+    // then silent sockets.
+    let mut kept_alive = admin_from(&b, 2);
+    kept_alive.write_all(b"GET /healthz HTTP/1.1\r\n\r\n").unwrap();
+    let mut answer = [0u8; 12];
+    kept_alive.read_exact(&mut answer).unwrap();
+    assert_eq!(&answer, b"HTTP/1.1 200");
+    // (Its thread marks it waiting right after writing the answer: give it the time.)
+    std::thread::sleep(Duration::from_millis(300));
+    let mut one: Vec<TcpStream> = (1..MAX_PER_ADDRESS).map(|_| admin_from(&b, 2)).collect();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(healthz_from(&b, 2), Some(200), "the address's own probe is kept out by its silent sockets");
+    assert!(closed_at_once(&mut kept_alive), "the connection idle longest was not shut down");
+    assert!(still_open(&mut one[0]), "more than one gave its place up");
+    // Every address together at the limit (31 + 96 + 1 silent sockets).
+    let mut all: Vec<TcpStream> = one;
+    for host in 3..(3 + (MAX_CONNECTIONS / MAX_PER_ADDRESS - 1) as u8) {
+        all.extend((0..MAX_PER_ADDRESS).map(|_| admin_from(&b, host)));
+    }
+    all.push(admin_from(&b, 7));
+    assert_eq!(all.len(), MAX_CONNECTIONS);
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(healthz_from(&b, 9), Some(200), "a probe from another address is kept out");
+    assert!(closed_at_once(&mut all[0]), "the oldest silent socket was not shut down");
+    assert!(still_open(&mut all[1]));
 }
 
 /// A request trickled in a byte at a time is cut off at its deadline (10 s from the

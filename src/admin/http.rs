@@ -10,8 +10,11 @@
 //!   the connection), however its bytes trickle in, else the connection is closed
 //!   (`408` when part of one came).
 //! * At most [`MAX_CONNECTIONS`] connections at a time, and [`MAX_PER_ADDRESS`] from
-//!   one IP address, so one client cannot take them all; one more is answered `503`
-//!   and closed at once, without a thread.
+//!   one IP address, so one client cannot take them all. One more takes the place of
+//!   the oldest connection (of that address, at its limit) that has been waiting for a
+//!   request for [`EVICTABLE_AFTER`] or more, which is shut down: silent sockets and
+//!   idle keep-alives cannot keep a probe of `/healthz` out. With none such, it is
+//!   answered `503` and closed at once, without a thread.
 //! * Request heads are capped at [`MAX_HEAD`] bytes (`431`), bodies at [`MAX_BODY`]
 //!   (`413`; a GET has none, and a chunked one is refused with `411`), malformed
 //!   requests get `400`, methods other than GET and HEAD `405`.
@@ -43,6 +46,9 @@ pub const MAX_HEAD: usize = 8 * 1024;
 pub const MAX_BODY: usize = 64 * 1024;
 /// Pause after a failed accept.
 const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// A connection waiting this long for a request (a request takes a client
+/// milliseconds) may be shut down for a new one at the limits.
+pub const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
 
 /// One parsed request.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,19 +98,26 @@ where
                 continue;
             }
         };
-        if let Err(why) = lock(&active).admit(peer) {
-            refuse(stream, why);
+        // A second handle on the socket, to shut it down should its place be given up.
+        let Ok(handle) = stream.try_clone() else {
+            refuse(stream, "no descriptor for the connection");
             continue;
-        }
+        };
+        let id = match lock(&active).admit(peer, handle) {
+            Ok(id) => id,
+            Err(why) => {
+                refuse(stream, why);
+                continue;
+            }
+        };
         // Its place is given back when the thread ends, even by a panic (a handler's
         // panic ends only its connection), or when no thread could be started (the
         // closure and the stream in it are dropped: the client sees a close).
-        let place = Place { active: active.clone(), peer };
+        let place = Place { active: active.clone(), id };
         let h = handler.clone();
         let spawned =
             std::thread::Builder::new().name("sluice-admin-conn".into()).stack_size(512 * 1024).spawn(move || {
-                let _place = place;
-                connection(stream, &*h);
+                connection(stream, &*h, &place);
             });
         if let Err(e) = spawned {
             tracing::warn!(error = %e, "admin endpoint: no thread for a connection; closed it");
@@ -117,41 +130,87 @@ where
 struct Active {
     total: usize,
     by_address: HashMap<IpAddr, usize>,
+    conns: HashMap<u64, Served>,
+    next_id: u64,
+}
+
+/// One connection being served.
+#[derive(Debug)]
+struct Served {
+    peer: IpAddr,
+    /// Shut down to take its place.
+    handle: TcpStream,
+    /// Since when it has been waiting for a request (None: answering one).
+    waiting_since: Option<Instant>,
 }
 
 impl Active {
-    fn admit(&mut self, peer: IpAddr) -> Result<(), &'static str> {
-        if self.by_address.get(&peer).is_some_and(|&n| n >= MAX_PER_ADDRESS) {
+    /// Count a new connection, first giving up the place of one waiting for a request
+    /// for [`EVICTABLE_AFTER`] when at a limit; its id, or why it is refused.
+    fn admit(&mut self, peer: IpAddr, handle: TcpStream) -> Result<u64, &'static str> {
+        if self.by_address.get(&peer).is_some_and(|&n| n >= MAX_PER_ADDRESS) && !self.evict(Some(peer)) {
             return Err("too many admin connections from this address");
         }
-        if self.total >= MAX_CONNECTIONS {
+        if self.total >= MAX_CONNECTIONS && !self.evict(None) {
             return Err("too many admin connections");
         }
         *self.by_address.entry(peer).or_default() += 1;
         self.total += 1;
-        Ok(())
+        let id = self.next_id;
+        self.next_id += 1;
+        self.conns.insert(id, Served { peer, handle, waiting_since: Some(Instant::now()) });
+        Ok(id)
     }
 
-    fn leave(&mut self, peer: IpAddr) {
+    /// Shut down the connection (of `peer`, if given) that has waited longest for a
+    /// request, if for [`EVICTABLE_AFTER`] or more; true if one was.
+    fn evict(&mut self, peer: Option<IpAddr>) -> bool {
+        let oldest = self
+            .conns
+            .iter()
+            .filter(|(_, c)| peer.is_none_or(|p| c.peer == p))
+            .filter_map(|(id, c)| Some((c.waiting_since?, *id)))
+            .min();
+        let Some((_, id)) = oldest.filter(|(since, _)| since.elapsed() >= EVICTABLE_AFTER) else { return false };
+        if let Some(c) = self.leave(id) {
+            tracing::debug!(peer = %c.peer, "admin endpoint: an idle connection gave its place to a new one");
+            let _ = c.handle.shutdown(std::net::Shutdown::Both);
+        }
+        true
+    }
+
+    /// Uncount a connection (once: it may have been given up already).
+    fn leave(&mut self, id: u64) -> Option<Served> {
+        let c = self.conns.remove(&id)?;
         self.total -= 1;
-        if let Some(n) = self.by_address.get_mut(&peer) {
+        if let Some(n) = self.by_address.get_mut(&c.peer) {
             *n -= 1;
             if *n == 0 {
-                self.by_address.remove(&peer);
+                self.by_address.remove(&c.peer);
             }
         }
+        Some(c)
     }
 }
 
 /// One connection's place in [`Active`], given back when dropped.
 struct Place {
     active: Arc<Mutex<Active>>,
-    peer: IpAddr,
+    id: u64,
+}
+
+impl Place {
+    /// The connection waits for a request (true) or answers one (false).
+    fn waiting(&self, waiting: bool) {
+        if let Some(c) = lock(&self.active).conns.get_mut(&self.id) {
+            c.waiting_since = waiting.then(Instant::now);
+        }
+    }
 }
 
 impl Drop for Place {
     fn drop(&mut self) {
-        lock(&self.active).leave(self.peer);
+        lock(&self.active).leave(self.id);
     }
 }
 
@@ -206,13 +265,19 @@ enum Next {
 }
 
 /// Serve requests on `stream` until it closes, fails or times out.
-fn connection(mut stream: TcpStream, handler: &dyn Fn(&Request) -> Response) {
+fn connection(mut stream: TcpStream, handler: &dyn Fn(&Request) -> Response, place: &Place) {
     let _ = stream.set_nodelay(true);
     // Bytes received and not yet parsed (pipelined requests wait here).
     let mut buf: Vec<u8> = Vec::with_capacity(1024);
-    loop {
+    for n in 0u64.. {
         let deadline = Instant::now() + IO_TIMEOUT;
-        let (status, content_type, body, head_only, keep_alive) = match read_request(&mut stream, &mut buf, deadline) {
+        // Waiting from accept (the place was made so), then after each answer.
+        if n > 0 {
+            place.waiting(true);
+        }
+        let next = read_request(&mut stream, &mut buf, deadline);
+        place.waiting(false);
+        let (status, content_type, body, head_only, keep_alive) = match next {
             Next::Gone => return,
             Next::Refuse(status, why) => {
                 (status, "application/json", serde_json::json!({ "error": why }).to_string(), false, false)
@@ -388,9 +453,11 @@ mod tests {
     fn a_place_is_given_back_when_its_thread_panics() {
         let active = Arc::new(Mutex::new(Active::default()));
         let peer = IpAddr::from([127, 0, 0, 1]);
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         for _ in 0..MAX_PER_ADDRESS + 1 {
-            lock(&active).admit(peer).unwrap();
-            let place = Place { active: active.clone(), peer };
+            let handle = TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let id = lock(&active).admit(peer, handle).unwrap();
+            let place = Place { active: active.clone(), id };
             let t = std::thread::spawn(move || {
                 let _place = place;
                 panic!("a handler failed");
@@ -398,7 +465,7 @@ mod tests {
             assert!(t.join().is_err());
         }
         let a = lock(&active);
-        assert_eq!((a.total, a.by_address.len()), (0, 0));
+        assert_eq!((a.total, a.by_address.len(), a.conns.len()), (0, 0, 0));
     }
 
     #[test]
