@@ -2579,6 +2579,27 @@ fn silent_sockets_at_the_connection_limit_give_their_place_to_a_client() {
     assert_eq!(b.metric("sluice_connections_evicted_in_handshake_total"), Some(1.0));
 }
 
+/// A socket that came in over MaxConnections (it would be refused after its OPEN) is
+/// not one whose place a new connection may take: that would let the new one in over
+/// the limit too, one more each time. Before, such a silent socket was in the
+/// handshake map: a second later the next client was admitted (4 live at a limit of 3).
+#[test]
+fn a_silent_socket_over_the_limit_lets_no_one_else_in() {
+    let b = Broker::start(&[
+        ("CONNECTORS_AMQP10_MAX_CONNECTIONS", "3"),
+        ("SLUICE_SHARDS", "1"),
+        ("SLUICE_HANDSHAKE_TIMEOUT_SECONDS", "60"),
+    ]);
+    let mut held: Vec<Client> = (0..3).map(|i| Client::connect(b.addr(), &format!("held-{i}")).unwrap()).collect();
+    for c in &mut held {
+        c.begin().unwrap();
+    }
+    let _over = TcpStream::connect(b.addr()).unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert_eq!(attempt(&b.addr()).unwrap().as_deref(), Some("amqp:resource-limit-exceeded"));
+    assert_eq!(b.metric("sluice_connections_evicted_in_handshake_total"), Some(0.0));
+}
+
 #[test]
 fn twenty_thousand_connection_attempts_against_the_connection_limit() {
     const LIMIT: usize = 50;

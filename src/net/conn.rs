@@ -394,8 +394,13 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     let id = peer.conn_id.unwrap_or_else(|| shard.next_conn_id());
     let inbox = Rc::new(Inbox::default());
     shard.conns.borrow_mut().insert(id, inbox.clone());
-    let since = started.checked_sub(peer.handshake_spent).unwrap_or(started);
-    shard.handshaking.borrow_mut().insert(id, crate::shard::Handshake { since, tls: None });
+    // In the handshake map, where a new connection at MaxConnections may take its place;
+    // not one over the limit (it is refused after its OPEN: taking its place would let
+    // the new one in over the limit too).
+    if !over_limit {
+        let since = started.checked_sub(peer.handshake_spent).unwrap_or(started);
+        shard.handshaking.borrow_mut().insert(id, crate::shard::Handshake { since, tls: None });
+    }
     gauge(&shard.counters.connections, 1);
     let mut d = Driver {
         shard: shard.clone(),
@@ -2577,7 +2582,9 @@ impl Driver {
                 self.shutting_down = true;
                 self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
             }
-            ShardMsg::Evict { .. } => self.evicted = true,
+            // Given up in its handshake, unless its OPEN came in this very turn (the
+            // new connection it made room for then takes the place of another).
+            ShardMsg::Evict { .. } => self.evicted = self.engine.remote_open().is_none(),
             _ => {}
         }
     }

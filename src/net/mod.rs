@@ -222,10 +222,13 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
                 // In the handshake map from accept, so that at MaxConnections a socket
                 // silent in its TLS handshake gives its place up like one silent in
                 // AMQP's; the connection keeps this id.
+                // (Not one over the limit: see conn::run.)
                 let id = shard2.next_conn_id();
                 let eviction = Rc::new(crate::shard::Eviction::default());
-                let entry = crate::shard::Handshake { since: started, tls: Some(eviction.clone()) };
-                shard2.handshaking.borrow_mut().insert(id, entry);
+                if !over_limit {
+                    let entry = crate::shard::Handshake { since: started, tls: Some(eviction.clone()) };
+                    shard2.handshaking.borrow_mut().insert(id, entry);
+                }
                 let limit = Duration::from_secs(shard2.global.settings.handshake_timeout_seconds.max(1) as u64);
                 let handshake = async move {
                     let mut stream = stream;
