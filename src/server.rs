@@ -32,6 +32,8 @@ pub fn global_with(mut settings: Settings, auth: crate::auth::Authenticator) -> 
         recovered: std::sync::Mutex::new(Vec::new()),
         events_dir: Arc::new(crate::broker::directory::EventsDirectory::default()),
         store_ok: (0..shards).map(|_| Arc::new(AtomicBool::new(true))).collect(),
+        oldest_handshake: (0..shards).map(|_| std::sync::atomic::AtomicU64::new(0)).collect(),
+        epoch: std::time::Instant::now(),
     }))
 }
 

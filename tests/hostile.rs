@@ -2579,6 +2579,42 @@ fn silent_sockets_at_the_connection_limit_give_their_place_to_a_client() {
     assert_eq!(b.metric("sluice_connections_evicted_in_handshake_total"), Some(1.0));
 }
 
+/// With two shards, a new connection at MaxConnections takes the place of a silent
+/// socket whichever shard serves it: connections are placed on the shard with the
+/// fewest, so the accepting shard often has none of its own. Three rounds of three
+/// silent sockets (spread 2 + 1 by placement) and three clients (each accepted on a
+/// shard the kernel picks): every client is served. Before, a client accepted on a
+/// shard with no silent socket left was refused; a round passed only when the
+/// clients' shards matched the sockets' (3 times in 8), the three rounds about one
+/// time in 19.
+#[test]
+fn silent_sockets_on_the_other_shard_give_their_place_too() {
+    let b = Broker::start(&[
+        ("CONNECTORS_AMQP10_MAX_CONNECTIONS", "3"),
+        ("SLUICE_SHARDS", "2"),
+        ("SLUICE_HANDSHAKE_TIMEOUT_SECONDS", "60"),
+    ]);
+    for round in 0..3 {
+        let silent: Vec<TcpStream> = (0..3).map(|_| TcpStream::connect(b.addr()).unwrap()).collect();
+        std::thread::sleep(Duration::from_millis(1500));
+        let mut served = Vec::new();
+        for i in 0..3 {
+            let mut c = Client::connect(b.addr(), &format!("after-silent-{round}-{i}")).unwrap();
+            c.begin().unwrap_or_else(|e| panic!("round {round}, client {i} refused: {e:?}"));
+            served.push(c);
+        }
+        drop(silent);
+        drop(served);
+        // Their places are given back before the next round.
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while b.metric("kubemq_amqp10_connections").unwrap_or(0.0) > 0.0 {
+            assert!(std::time::Instant::now() < deadline, "connections never went");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+    assert_eq!(b.metric("sluice_connections_evicted_in_handshake_total"), Some(9.0));
+}
+
 /// A socket that came in over MaxConnections (it would be refused after its OPEN) is
 /// not one whose place a new connection may take: that would let the new one in over
 /// the limit too, one more each time. Before, such a silent socket was in the

@@ -444,6 +444,13 @@ pub enum ShardMsg {
     },
 
     // ---- shard -> shard
+    /// At MaxConnections, a connection accepted on another shard took the place of this
+    /// shard's oldest connection still in its handshake: drop it. Handled by the ring
+    /// receiver, never by a home.
+    EvictHandshake {
+        /// The shard that drops one.
+        shard: u16,
+    },
     /// A connection accepted on another shard, to be served here (the shard with the
     /// fewest connections). Handled by the ring receiver, never by a home.
     Adopt {
@@ -488,7 +495,9 @@ impl ShardMsg {
             | ShardMsg::DrainDone { sub, .. }
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => sub.shard as usize,
-            ShardMsg::RpcResponse { shard, .. } | ShardMsg::Adopt { shard, .. } => *shard as usize,
+            ShardMsg::RpcResponse { shard, .. }
+            | ShardMsg::Adopt { shard, .. }
+            | ShardMsg::EvictHandshake { shard } => *shard as usize,
             ShardMsg::Shutdown { .. } | ShardMsg::Evict { .. } => usize::MAX,
         }
     }

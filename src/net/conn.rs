@@ -399,7 +399,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     // the new one in over the limit too).
     if !over_limit {
         let since = started.checked_sub(peer.handshake_spent).unwrap_or(started);
-        shard.handshaking.borrow_mut().insert(id, crate::shard::Handshake { since, tls: None });
+        shard.handshake_begin(id, crate::shard::Handshake { since, tls: None });
     }
     gauge(&shard.counters.connections, 1);
     let mut d = Driver {
@@ -474,7 +474,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
             false
         }
     };
-    shard.handshaking.borrow_mut().remove(&id);
+    shard.handshake_end(id);
     d.teardown();
     // What came for it after its links went (RPC requests on their way to a
     // responder) is given back at once, and again at the end for what came meanwhile.
@@ -810,7 +810,7 @@ impl Driver {
         match e {
             Event::Opened(open) => {
                 // Out of its handshake: no longer given up for a new connection.
-                self.shard.handshaking.borrow_mut().remove(&self.id);
+                self.shard.handshake_end(self.id);
                 // Publish the new connection at once.
                 self.registry_count = (usize::MAX, 0, 0);
                 self.info.container_id = sanitize(&open.container_id, 256);

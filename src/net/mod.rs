@@ -74,16 +74,38 @@ fn admit(shard: &Shard) -> bool {
 /// when the broker is at MaxConnections (a client's handshake takes milliseconds).
 const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
 
-/// Drop this shard's oldest connection still in its handshake (TLS or AMQP), if it has been for
-/// [`EVICTABLE_AFTER`]; true if one was.
+/// Make room for a new connection at MaxConnections: drop the oldest connection
+/// still in its handshake (TLS or AMQP) for [`EVICTABLE_AFTER`], this shard's or, when
+/// it has none, another shard's (told by a message; the connections are placed on the
+/// shard with the fewest, so silent sockets may all sit on the other one). True when
+/// one was found.
 fn evict_a_handshake(shard: &Shard) -> bool {
-    let mut handshaking = shard.handshaking.borrow_mut();
-    let Some(entry) = handshaking.first_entry() else { return false };
-    if entry.get().since.elapsed() < EVICTABLE_AFTER {
-        return false;
+    if evict_local(shard) {
+        return true;
     }
-    let (conn, h) = entry.remove_entry();
-    drop(handshaking);
+    let g = &shard.global;
+    let now = g.epoch.elapsed().as_millis() as u64;
+    let oldest = g
+        .oldest_handshake
+        .iter()
+        .enumerate()
+        .filter(|(j, _)| *j != shard.id as usize)
+        .filter_map(|(j, a)| Some((a.load(Ordering::Relaxed).checked_sub(1)?, j)))
+        .min();
+    match oldest {
+        Some((since, j)) if now.saturating_sub(since) >= EVICTABLE_AFTER.as_millis() as u64 => {
+            shard.route(ShardMsg::EvictHandshake { shard: j as u16 });
+            true
+        }
+        _ => false,
+    }
+}
+
+/// Drop this shard's oldest connection still in its handshake, if it has been for
+/// [`EVICTABLE_AFTER`]; true if one was. (Another shard asked for it, it may have
+/// finished meanwhile: the connection it made room for is then one over the limit.)
+pub(crate) fn evict_local(shard: &Shard) -> bool {
+    let Some((conn, h)) = shard.take_oldest_handshake(EVICTABLE_AFTER) else { return false };
     crate::shard::metrics::add(&shard.counters.handshakes_evicted, 1);
     match h.tls {
         Some(tls) => tls.evict(),
@@ -227,7 +249,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
                 let eviction = Rc::new(crate::shard::Eviction::default());
                 if !over_limit {
                     let entry = crate::shard::Handshake { since: started, tls: Some(eviction.clone()) };
-                    shard2.handshaking.borrow_mut().insert(id, entry);
+                    shard2.handshake_begin(id, entry);
                 }
                 let limit = Duration::from_secs(shard2.global.settings.handshake_timeout_seconds.max(1) as u64);
                 let handshake = async move {
@@ -254,7 +276,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
                     Ok(_) => tracing::debug!(peer = %ip, "dropped after its TLS handshake: its place was given up"),
                     Err(e) => tracing::debug!(peer = %ip, error = %e, "TLS handshake failed"),
                 }
-                shard2.handshaking.borrow_mut().remove(&id);
+                shard2.handshake_end(id);
             }
             // Every shard has the acceptor when any has the TLS listener (one
             // configuration); not reached.

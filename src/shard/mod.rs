@@ -59,6 +59,12 @@ pub struct Global {
     pub events_dir: Arc<crate::broker::directory::EventsDirectory>,
     /// What recovery found, per shard; each shard takes its own at start-up.
     pub recovered: std::sync::Mutex<Vec<Option<crate::store::recovery::RecoveredShard>>>,
+    /// Per shard: when its oldest connection still in its handshake began, in ms since
+    /// `epoch` plus one (0: none), so that at MaxConnections a shard finds one on
+    /// another shard to give up.
+    pub oldest_handshake: Vec<std::sync::atomic::AtomicU64>,
+    /// The origin of `oldest_handshake`.
+    pub epoch: std::time::Instant,
 }
 
 /// Messages for one connection, and how to wake its driver.
@@ -157,8 +163,9 @@ pub struct Shard {
     /// Connections of this shard.
     pub conns: RefCell<HashMap<u64, Rc<Inbox>>>,
     /// Connections of this shard still in their handshake (TLS, then AMQP until
-    /// OPEN), by id (so oldest first).
-    pub handshaking: RefCell<std::collections::BTreeMap<u64, Handshake>>,
+    /// OPEN), by id (so oldest first); changed through `handshake_begin` and
+    /// `handshake_end`, which publish the oldest in `Global::oldest_handshake`.
+    handshaking: RefCell<std::collections::BTreeMap<u64, Handshake>>,
     next_conn: Cell<u64>,
     outboxes: Vec<RefCell<VecDeque<ShardMsg>>>,
     /// Messages waiting in each outbox (a batch counts each message it carries).
@@ -189,6 +196,43 @@ pub struct Shard {
 
 impl Shard {
     /// A new connection id.
+    /// Connection `id` is in its handshake (at MaxConnections, a new connection may
+    /// take its place).
+    pub fn handshake_begin(&self, id: u64, h: Handshake) {
+        let mut m = self.handshaking.borrow_mut();
+        m.insert(id, h);
+        self.publish_oldest_handshake(&m);
+    }
+
+    /// Connection `id` is out of its handshake (or ended, or given up).
+    pub fn handshake_end(&self, id: u64) -> Option<Handshake> {
+        let mut m = self.handshaking.borrow_mut();
+        let h = m.remove(&id)?;
+        self.publish_oldest_handshake(&m);
+        Some(h)
+    }
+
+    /// The oldest connection still in its handshake, out of the map, if it has been
+    /// for `at_least`.
+    pub fn take_oldest_handshake(&self, at_least: std::time::Duration) -> Option<(u64, Handshake)> {
+        let mut m = self.handshaking.borrow_mut();
+        let entry = m.first_entry()?;
+        if entry.get().since.elapsed() < at_least {
+            return None;
+        }
+        let taken = entry.remove_entry();
+        self.publish_oldest_handshake(&m);
+        Some(taken)
+    }
+
+    fn publish_oldest_handshake(&self, m: &std::collections::BTreeMap<u64, Handshake>) {
+        let g = &self.global;
+        let v = m.values().next().map_or(0, |h| h.since.saturating_duration_since(g.epoch).as_millis() as u64 + 1);
+        if let Some(a) = g.oldest_handshake.get(self.id as usize) {
+            a.store(v, Ordering::Relaxed);
+        }
+    }
+
     pub fn next_conn_id(&self) -> u64 {
         let id = self.next_conn.get();
         self.next_conn.set(id + 1);
@@ -533,14 +577,19 @@ async fn shard_main(
             glommio::spawn_local(async move {
                 while let Some(batch) = rx.recv().await {
                     shard.refresh_clock();
+                    let mut evictions = 0;
                     {
                         let mut local = shard.local.borrow_mut();
                         for m in batch {
                             match m {
                                 ShardMsg::Adopt { stream, tls, .. } => crate::net::serve(&shard, stream, tls, false),
+                                ShardMsg::EvictHandshake { .. } => evictions += 1,
                                 m => local.push_back(m),
                             }
                         }
+                    }
+                    for _ in 0..evictions {
+                        crate::net::evict_local(&shard);
                     }
                     shard.pump_local();
                     // Let the connections this batch woke take their share before the
