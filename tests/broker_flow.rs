@@ -993,6 +993,46 @@ fn queue_deliveries_behind_shut_windows_are_bounded_and_none_is_lost() {
     assert_eq!(got, (0..400).collect::<Vec<_>>());
 }
 
+/// A lossless events-store link receiving unsettled is held to its watermarks as a
+/// queue consumer is: with `x-opt-sluice-max-outstanding-messages` 3, three events
+/// come although credit and MaxUnsettledPerLink allow more, and one more per
+/// settlement; with `x-opt-sluice-max-outstanding-bytes`, events come until their
+/// unsettled bytes reach it (the last may pass it: the ring's next event cannot be
+/// weighed in place). Before, only MaxUnsettledPerLink held such a link.
+#[test]
+fn a_lossless_subscription_receiving_unsettled_is_held_to_its_watermarks() {
+    let b = Broker::start(&[("SLUICE_EVENTS_STORE_STALL", "hold")]);
+    let (mut p, s) = presettled_publisher(&b, "events-store/weighed");
+    publish_indexed(&mut p, s, 0, 20);
+    let quiet = |c: &mut Client, r| {
+        let mut got = Vec::new();
+        while let Ok(d) = c.receive(r, Duration::from_millis(400)) {
+            assert!(!d.settled, "sent pre-settled");
+            got.push(d);
+        }
+        got
+    };
+    let start = ("x-opt-kubemq-start", Value::string("first"));
+    let mut c = Client::connect(b.addr(), "weighed").unwrap();
+    let ch = c.begin().unwrap();
+    let by_count = props(&[start.clone(), ("x-opt-sluice-max-outstanding-messages", Value::Uint(3))]);
+    let r = c.attach_receiver(ch, "by-count", Some("events-store/weighed"), &by_count).unwrap();
+    c.engine().grant_credit(r, 100, false).unwrap();
+    let got = quiet(&mut c, r);
+    assert_eq!(got.len(), 3);
+    c.settle(r, got[0].delivery_id, DeliveryState::Accepted);
+    assert_eq!(quiet(&mut c, r).len(), 1, "one settled, one more");
+    let size = got[0].payload.len() as u64;
+    let by_bytes = props(&[start, ("x-opt-sluice-max-outstanding-bytes", Value::Ulong(2 * size + 1))]);
+    let r = c.attach_receiver(ch, "by-bytes", Some("events-store/weighed"), &by_bytes).unwrap();
+    c.engine().grant_credit(r, 100, false).unwrap();
+    let got = quiet(&mut c, r);
+    assert_eq!(got.len(), 3, "events of {size} bytes under a watermark of {}", 2 * size + 1);
+    c.settle(r, got[0].delivery_id, DeliveryState::Accepted);
+    c.settle(r, got[1].delivery_id, DeliveryState::Accepted);
+    assert_eq!(quiet(&mut c, r).len(), 2, "two settled, two more");
+}
+
 /// A lossless durable events-store subscription whose receiver asks for unsettled
 /// deliveries (snd-settle-mode unsettled) gets them unsettled: at most
 /// MaxUnsettledPerLink unsettled at once, the durable cursor moves only past what it

@@ -758,6 +758,43 @@ fn requests_released_at_the_bound_on_waiting_deliveries_go_to_another_responder(
     assert_eq!(got, (0..100).collect::<Vec<_>>());
 }
 
+/// A responder receiving unsettled with `x-opt-sluice-max-outstanding-bytes` gets
+/// requests while the bytes it has not settled stay within it; a settlement makes
+/// room for that many bytes. Before, responders had no byte watermark: all ten came
+/// (only MaxUnsettledPerLink and the messages watermark held them).
+#[test]
+fn a_responder_receiving_unsettled_is_held_to_its_byte_watermark() {
+    use sluice_proto::codec::{Fields, Symbol, Value};
+    let b = Broker::start(&[]);
+    let mut r = Client::connect(b.addr(), "weighed-responder").unwrap();
+    let rch = r.begin().unwrap();
+    let watermark = (Symbol::new("x-opt-sluice-max-outstanding-bytes"), Value::Ulong(1000));
+    let opts = LinkOptions { properties: Some(Fields(vec![watermark])), ..Default::default() };
+    let link = r.attach_receiver(rch, "cmd", Some("commands/weighed"), &opts).unwrap();
+    r.engine().grant_credit(link, 100, false).unwrap();
+    r.pump(Duration::from_millis(200)).unwrap();
+    let mut req = Client::connect(b.addr(), "requester").unwrap();
+    let ch = req.begin().unwrap();
+    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
+    let s = req.attach_sender(ch, "req", Some("commands/weighed"), &LinkOptions::default()).unwrap();
+    req.wait_credit(s).unwrap();
+    send_requests(&mut req, s, &reply_to, 10, 300);
+    let quiet = |r: &mut Client| {
+        let mut got = Vec::new();
+        while let Ok(d) = r.receive(link, Duration::from_millis(500)) {
+            assert!(!d.settled, "sent pre-settled");
+            got.push(d);
+        }
+        got
+    };
+    let got = quiet(&mut r);
+    let size = got[0].payload.len();
+    assert!(size > 300 && size < 500, "{size}");
+    assert_eq!(got.len(), 1000 / size, "requests of {size} bytes under a 1000-byte watermark");
+    r.settle(link, got[0].delivery_id, DeliveryState::Accepted);
+    assert_eq!(quiet(&mut r).len(), 1, "one settled, one more");
+}
+
 /// A responder that asks for a drain and takes it back in the same write (FLOW
 /// drain=true credit 0, then FLOW credit 10) gets the requests on its new credit.
 /// Before, its connection completed the drain with the new credit (engine credit 0)

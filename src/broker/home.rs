@@ -683,10 +683,11 @@ impl Home {
                     }
                 }
             },
-            ShardMsg::RpcSettled { key, sub, n } => {
+            ShardMsg::RpcSettled { key, sub, n, bytes } => {
                 if let Some(r) = self.rpcs.get_mut(&key) {
                     if let Some(resp) = r.responders.get_mut(sub) {
                         resp.unsettled = resp.unsettled.saturating_sub(n);
+                        resp.unsettled_bytes = resp.unsettled_bytes.saturating_sub(bytes);
                     }
                     r.responders.wake(sub);
                     r.dispatch(now_ms, &mut self.stats, out);
@@ -2357,8 +2358,23 @@ struct Responder {
     /// The outstanding-messages watermark (0: none), for a responder receiving
     /// unsettled: requests it has not settled.
     max_out_msgs: u32,
+    /// The outstanding-bytes watermark (0: none), for a responder receiving
+    /// unsettled, and the bytes of the requests it has not settled.
+    max_out_bytes: u64,
+    unsettled_bytes: u64,
     /// In the turns.
     queued: bool,
+}
+
+impl Responder {
+    /// The byte watermark, as for queue consumers: a request fits while the unsettled
+    /// bytes stay within it, and a single larger one goes when nothing is unsettled.
+    fn fits(&self, size: u64) -> bool {
+        self.presettled
+            || self.max_out_bytes == 0
+            || self.unsettled == 0
+            || self.unsettled_bytes + size <= self.max_out_bytes
+    }
 }
 
 impl Competitor for Responder {
@@ -2424,6 +2440,8 @@ impl RpcChan {
             unsettled: 0,
             max_unsettled: spec.max_unsettled.max(1),
             max_out_msgs: spec.max_outstanding_messages,
+            max_out_bytes: spec.max_outstanding_bytes,
+            unsettled_bytes: 0,
             queued: false,
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
@@ -2454,13 +2472,21 @@ impl RpcChan {
             }
             // The next responder that may take it (turns of those that could not
             // take any more end here).
+            let size = msg.payload.len() as u64;
             let mut pick = None;
             while let Some(sub) = self.responders.next() {
-                if self.responders.get_mut(sub).is_some_and(|r| r.room() > 0) {
-                    pick = Some(sub);
-                    break;
+                match self.responders.get_mut(sub).map(|r| (r.room() > 0, r.fits(size))) {
+                    Some((true, true)) => {
+                        pick = Some(sub);
+                        break;
+                    }
+                    // Room, but not for this many bytes: out until a settlement (or
+                    // credit) of its own.
+                    Some((true, false)) => self.responders.leave(sub),
+                    _ => {
+                        self.responders.end_turn(sub);
+                    }
                 }
-                self.responders.end_turn(sub);
             }
             let Some(r) = pick.and_then(|sub| self.responders.get_mut(sub)) else {
                 self.waiting_bytes += msg.payload.len() as u64;
@@ -2469,6 +2495,9 @@ impl RpcChan {
             };
             r.credit.take();
             r.unsettled += 1;
+            if !r.presettled {
+                r.unsettled_bytes += size;
+            }
             let sub = r.sub;
             out.push(ShardMsg::DeliverRequest {
                 sub,
@@ -2911,8 +2940,52 @@ mod tests {
         }
         assert_eq!(delivered_to(&out, 1), 3);
         out.clear();
-        home.handle(ShardMsg::RpcSettled { key: key.clone(), sub: sub(1), n: 2 }, 1, &mut out);
+        home.handle(ShardMsg::RpcSettled { key: key.clone(), sub: sub(1), n: 2, bytes: 2 }, 1, &mut out);
         assert_eq!(delivered_to(&out, 1), 2, "two settled, two more");
+    }
+
+    /// A responder receiving unsettled with `x-opt-sluice-max-outstanding-bytes` gets
+    /// requests while their unsettled bytes stay within it (a single larger one when
+    /// nothing is unsettled); a settlement makes room for its bytes, and the requests
+    /// it could not take go to another responder meanwhile. Before, responders had no
+    /// byte watermark: all ten went to the first.
+    #[test]
+    fn a_responder_is_held_to_its_outstanding_bytes_watermark() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Commands, "weighed");
+        let mut out = Vec::new();
+        let mut weighed = spec();
+        weighed.presettled = false;
+        weighed.max_unsettled = 1024;
+        weighed.max_outstanding_bytes = 250;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: weighed }, 1, &mut out);
+        home.handle(credit_msg(&key, 1, 100), 1, &mut out);
+        let request = |home: &mut Home, out: &mut Vec<ShardMsg>, size: usize| {
+            let msg = Msg { payload: bytes::Bytes::from(vec![7u8; size]), received_ms: 1 };
+            home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms: u64::MAX }, 1, out);
+        };
+        out.clear();
+        for _ in 0..10 {
+            request(&mut home, &mut out, 100);
+        }
+        assert_eq!(delivered_to(&out, 1), 2, "200 of 250 bytes");
+        out.clear();
+        home.handle(ShardMsg::RpcSettled { key: key.clone(), sub: sub(1), n: 1, bytes: 100 }, 1, &mut out);
+        assert_eq!(delivered_to(&out, 1), 1, "one settled, one more");
+        // Another responder, pre-settled, takes what the first cannot.
+        let mut other = spec();
+        other.max_unsettled = 1024;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2), spec: other }, 1, &mut out);
+        out.clear();
+        home.handle(credit_msg(&key, 2, 100), 1, &mut out);
+        assert_eq!(delivered_to(&out, 2), 7);
+        // Nothing unsettled: a request larger than the watermark still goes.
+        out.clear();
+        home.handle(ShardMsg::RpcSettled { key: key.clone(), sub: sub(1), n: 2, bytes: 200 }, 1, &mut out);
+        home.handle(unsubscribe_msg(&key, sub(2), Vec::new()), 1, &mut out);
+        out.clear();
+        request(&mut home, &mut out, 1000);
+        assert_eq!(delivered_to(&out, 1), 1, "a single larger request when nothing is unsettled");
     }
 
     /// A FLOW finds its events subscriber by an index: 1,000 subscribers of one

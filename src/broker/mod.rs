@@ -249,6 +249,8 @@ pub enum ShardMsg {
         sub: SubRef,
         /// How many.
         n: u32,
+        /// The bytes of those sent unsettled (its byte watermark's room).
+        bytes: u64,
     },
     /// The consume link is gone: return its unsettled deliveries.
     Unsubscribe {

@@ -103,8 +103,9 @@ enum LinkKind {
     },
     Consume {
         key: ChannelKey,
-        /// delivery-id -> home token
-        unsettled: HashMap<u32, u64>,
+        /// delivery-id -> home token, and the delivery's size (an RPC responder's
+        /// byte watermark hears how many bytes it settled)
+        unsettled: HashMap<u32, (u64, u32)>,
         ring: Option<Arc<StoreRing>>,
         subscribed: bool,
         reply: Option<Box<Attach>>,
@@ -140,9 +141,22 @@ struct StoreAcks {
     told: u64,
     /// Settled since the cursor was last told: in `Driver::store_cursors`.
     dirty: bool,
+    /// Payload bytes of `unacked`.
+    unacked_bytes: u64,
+    /// The link's watermarks (0: none): no event is taken from the ring while this
+    /// many are unsettled, or while their bytes reach this many.
+    max_msgs: u32,
+    max_bytes: u64,
 }
 
 impl StoreAcks {
+    /// The watermarks hold the next event back (Pub/Sub's pause: the last one taken
+    /// may pass the byte watermark; the ring's next cannot be looked at in place).
+    fn held_back(&self) -> bool {
+        (self.max_msgs > 0 && self.unacked.len() >= self.max_msgs as usize)
+            || (self.max_bytes > 0 && self.unacked_bytes >= self.max_bytes)
+    }
+
     /// Where the durable cursor may be: the first event not settled, or past the
     /// last one taken.
     fn cursor(&self) -> u64 {
@@ -282,7 +296,7 @@ struct Driver {
     store_windows: u64,
     /// Requests settled by this connection's responders in this turn, per link: told
     /// to the channels once at the end of the turn (at most one entry per link).
-    rpc_settled: Vec<(ChannelKey, SubRef, u32)>,
+    rpc_settled: Vec<(ChannelKey, SubRef, u32, u64)>,
     /// Links receiving unsettled events-store deliveries whose durable cursor may
     /// move: told at the end of the turn.
     store_cursors: Vec<LinkId>,
@@ -758,24 +772,28 @@ impl Driver {
         }
         self.renewed.clear();
         self.flush_events();
-        for (key, sub, n) in std::mem::take(&mut self.rpc_settled) {
-            self.shard.route(ShardMsg::RpcSettled { key, sub, n });
+        for (key, sub, n, bytes) in std::mem::take(&mut self.rpc_settled) {
+            self.shard.route(ShardMsg::RpcSettled { key, sub, n, bytes });
         }
         self.tell_store_cursors();
         self.refresh_registry();
     }
 
     /// An unsettled delivery of a consume link was settled (or could not be sent):
-    /// a queue's home hears of it at once, an RPC responder's settlements are counted
-    /// and told at the end of the turn.
-    fn consumed_settled(&mut self, key: ChannelKey, sub: SubRef, token: u64, outcome: Outcome) {
+    /// a queue's home hears of it at once, an RPC responder's settlements (how many,
+    /// and the bytes of those sent unsettled) are counted and told at the end of the
+    /// turn.
+    fn consumed_settled(&mut self, key: ChannelKey, sub: SubRef, token: u64, bytes: u32, outcome: Outcome) {
         if key.pattern == Pattern::Queues {
             self.route(ShardMsg::Settle { key, sub, token, outcome });
             return;
         }
         match self.rpc_settled.iter_mut().rev().find(|e| e.1 == sub) {
-            Some(e) => e.2 += 1,
-            None => self.rpc_settled.push((key, sub, 1)),
+            Some(e) => {
+                e.2 += 1;
+                e.3 += u64::from(bytes);
+            }
+            None => self.rpc_settled.push((key, sub, 1, u64::from(bytes))),
         }
     }
 
@@ -1292,6 +1310,10 @@ impl Driver {
                 .saturating_mul(1000),
         };
         ctx.renews = key.pattern == Pattern::Queues && spec.ack_deadline_ms > 0;
+        if let LinkKind::Consume { acks: Some(acks), .. } = &mut ctx.kind {
+            acks.max_msgs = spec.max_outstanding_messages;
+            acks.max_bytes = spec.max_outstanding_bytes;
+        }
         let sub = self.sub(ctx.serial);
         if ctx.durable {
             self.engine.defer_detach_reply(link);
@@ -1517,10 +1539,11 @@ impl Driver {
                     None => continue,
                 },
                 None => {
-                    if acks.unacked.len() >= max {
+                    if acks.unacked.len() >= max || acks.held_back() {
                         break;
                     }
                     let Some((seq, msg)) = ring.ring.pop() else { break };
+                    acks.unacked_bytes += msg.payload.len() as u64;
                     acks.unacked.insert(seq, (msg.payload.clone(), 1));
                     acks.next = seq + 1;
                     (seq, msg.payload)
@@ -1548,7 +1571,7 @@ impl Driver {
         // send again and the ring empty or the unsettled window full.
         let Some(ctx) = self.links.get(&link) else { return };
         let stuck = matches!(&ctx.kind, LinkKind::Consume { acks: Some(a), .. }
-            if a.redo.is_empty() && (ring.ring.is_empty() || a.unacked.len() >= max));
+            if a.redo.is_empty() && (ring.ring.is_empty() || a.unacked.len() >= max || a.held_back()));
         let drain = self.engine.link_info(link).is_some_and(|i| i.drain);
         if drain && (stuck || self.engine.link_credit(link) == 0) {
             self.complete_drain(link);
@@ -1565,7 +1588,9 @@ impl Driver {
         let LinkKind::Consume { acks: Some(acks), .. } = &mut ctx.kind else { return };
         match outcome {
             Outcome::Accepted | Outcome::Rejected => {
-                acks.unacked.remove(&seq);
+                if let Some((payload, _)) = acks.unacked.remove(&seq) {
+                    acks.unacked_bytes = acks.unacked_bytes.saturating_sub(payload.len() as u64);
+                }
             }
             // (Each event has one delivery at a time: it cannot be in `redo` already.)
             Outcome::Requeue | Outcome::Undelivered => {
@@ -1696,10 +1721,10 @@ impl Driver {
                 }
                 if tracked && !settled {
                     if let Some(LinkKind::Consume { unsettled, .. }) = self.links.get_mut(&link).map(|c| &mut c.kind) {
-                        unsettled.insert(delivery_id, token);
+                        unsettled.insert(delivery_id, (token, u32::try_from(len).unwrap_or(u32::MAX)));
                     }
                 } else if tracked {
-                    self.link_settled(link, token, Outcome::Accepted);
+                    self.link_settled(link, token, 0, Outcome::Accepted);
                 }
                 Sent::Out
             }
@@ -1707,7 +1732,9 @@ impl Driver {
             Err(e) => {
                 // (An events-store event not sent is the caller's to send again.)
                 if tracked && pattern != Pattern::EventsStore {
-                    self.link_settled(link, token, Outcome::Undelivered);
+                    // (Counted in its responder's bytes only if sent unsettled.)
+                    let bytes = if settled { 0 } else { u32::try_from(len).unwrap_or(u32::MAX) };
+                    self.link_settled(link, token, bytes, Outcome::Undelivered);
                 }
                 if matches!(pattern, Pattern::Commands | Pattern::Queries) {
                     let Some(ctx) = self.links.get_mut(&link) else { return Sent::Failed };
@@ -1729,12 +1756,12 @@ impl Driver {
     }
 
     /// A delivery of consume link `link` is done with: see [`Self::consumed_settled`].
-    fn link_settled(&mut self, link: LinkId, token: u64, outcome: Outcome) {
+    fn link_settled(&mut self, link: LinkId, token: u64, bytes: u32, outcome: Outcome) {
         let Some(ctx) = self.links.get(&link) else { return };
         let LinkKind::Consume { key, .. } = &ctx.kind else { return };
         let key = key.clone();
         let sub = self.sub(ctx.serial);
-        self.consumed_settled(key, sub, token, outcome);
+        self.consumed_settled(key, sub, token, bytes, outcome);
     }
 
     /// Queue a delivery of consume link `link` behind its session window. Deliveries
@@ -1919,7 +1946,7 @@ impl Driver {
                 // of times in one read must not become as many messages to the home).
                 if let Some(ctx) = self.links.get(&link).filter(|c| c.renews) {
                     if let LinkKind::Consume { key, unsettled, .. } = &ctx.kind {
-                        if let Some(token) = unsettled.get(&delivery_id) {
+                        if let Some((token, _)) = unsettled.get(&delivery_id) {
                             if self.renewed.insert((link, delivery_id)) {
                                 let (key, token, sub) = (key.clone(), *token, self.sub(ctx.serial));
                                 self.route(ShardMsg::Extend { key, sub, token });
@@ -1951,7 +1978,7 @@ impl Driver {
         let serial = ctx.serial;
         match &mut ctx.kind {
             LinkKind::Consume { key, unsettled, .. } => {
-                if let Some(token) = unsettled.remove(&delivery_id) {
+                if let Some((token, bytes)) = unsettled.remove(&delivery_id) {
                     if key.pattern == Pattern::EventsStore {
                         // Modified as undeliverable here: this link is the only place
                         // it could go, so it is done with (sent again, it would come
@@ -1965,7 +1992,7 @@ impl Driver {
                     }
                     let key = key.clone();
                     let sub = self.sub(serial);
-                    self.consumed_settled(key, sub, token, outcome);
+                    self.consumed_settled(key, sub, token, bytes, outcome);
                 }
             }
             LinkKind::NodeConsume { node } => {
@@ -2013,7 +2040,11 @@ impl Driver {
                 let resume_at = first_held.or_else(|| ring.and_then(|r| r.ring.pop()).map(|(seq, _)| seq));
                 // Queue deliveries sent and not settled go back counted; the home
                 // returns the link's others (held here, or on their way) uncounted.
-                let sent = if key.pattern == Pattern::Queues { unsettled.into_values().collect() } else { Vec::new() };
+                let sent = if key.pattern == Pattern::Queues {
+                    unsettled.into_values().map(|(token, _)| token).collect()
+                } else {
+                    Vec::new()
+                };
                 // A durable link's DETACH is answered once the home has released the
                 // subscription, so a re-attach right after it finds it free.
                 let confirm = ctx.durable && self.engine_link_open(link);
