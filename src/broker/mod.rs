@@ -452,6 +452,19 @@ pub enum ShardMsg {
     EvictHandshake {
         /// The shard that drops one.
         shard: u16,
+        /// The shard that asks, and its request's number: it waits for the answer.
+        from: u16,
+        token: u64,
+    },
+    /// The answer to [`ShardMsg::EvictHandshake`]: whether a connection was dropped
+    /// (if not, the new connection is refused: it is over the limit).
+    EvictReply {
+        /// The shard that asked.
+        shard: u16,
+        /// Its request's number.
+        token: u64,
+        /// One was dropped.
+        ok: bool,
     },
     /// A connection accepted on another shard, to be served here (the shard with the
     /// fewest connections). Handled by the ring receiver, never by a home.
@@ -499,7 +512,8 @@ impl ShardMsg {
             | ShardMsg::RingFull { sub } => sub.shard as usize,
             ShardMsg::RpcResponse { shard, .. }
             | ShardMsg::Adopt { shard, .. }
-            | ShardMsg::EvictHandshake { shard } => *shard as usize,
+            | ShardMsg::EvictHandshake { shard, .. }
+            | ShardMsg::EvictReply { shard, .. } => *shard as usize,
             ShardMsg::Shutdown { .. } | ShardMsg::Evict { .. } => usize::MAX,
         }
     }

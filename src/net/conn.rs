@@ -2613,9 +2613,17 @@ impl Driver {
                 self.shutting_down = true;
                 self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
             }
-            // Given up in its handshake, unless its OPEN came in this very turn (the
-            // new connection it made room for then takes the place of another).
-            ShardMsg::Evict { .. } => self.evicted = self.engine.remote_open().is_none(),
+            // Given up in its handshake: dropped, or, when its OPEN came in this very
+            // turn, closed as a connection over the limit is (its place is taken).
+            ShardMsg::Evict { .. } => {
+                if self.engine.remote_open().is_none() {
+                    self.evicted = true;
+                } else {
+                    self.count_error(Scope::Connection);
+                    let e = Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached");
+                    self.engine.close(Some(e));
+                }
+            }
             _ => {}
         }
     }

@@ -74,12 +74,17 @@ fn admit(shard: &Shard) -> bool {
 /// when the broker is at MaxConnections (a client's handshake takes milliseconds).
 const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
 
+/// How long a shard waits for another to answer an eviction (then the new
+/// connection is refused).
+const EVICT_REPLY_WAIT: Duration = Duration::from_millis(250);
+
 /// Make room for a new connection at MaxConnections: drop the oldest connection
 /// still in its handshake (TLS or AMQP) for [`EVICTABLE_AFTER`], this shard's or, when
-/// it has none, another shard's (told by a message; the connections are placed on the
-/// shard with the fewest, so silent sockets may all sit on the other one). True when
-/// one was found.
-fn evict_a_handshake(shard: &Shard) -> bool {
+/// it has none, another shard's (connections are placed on the shard with the fewest,
+/// so silent sockets may all sit on the other one): asked by a message, and the new
+/// connection waits for the answer, so it is admitted only once one was dropped. True
+/// when one was.
+async fn evict_a_handshake(shard: &Shard) -> bool {
     if evict_local(shard) {
         return true;
     }
@@ -92,18 +97,27 @@ fn evict_a_handshake(shard: &Shard) -> bool {
         .filter(|(j, _)| *j != shard.id as usize)
         .filter_map(|(j, a)| Some((a.load(Ordering::Relaxed).checked_sub(1)?, j)))
         .min();
-    match oldest {
-        Some((since, j)) if now.saturating_sub(since) >= EVICTABLE_AFTER.as_millis() as u64 => {
-            shard.route(ShardMsg::EvictHandshake { shard: j as u16 });
-            true
-        }
-        _ => false,
-    }
+    let Some((_, j)) = oldest.filter(|(since, _)| now.saturating_sub(*since) >= EVICTABLE_AFTER.as_millis() as u64)
+    else {
+        return false;
+    };
+    let token = shard.next_evict.get();
+    shard.next_evict.set(token.wrapping_add(1));
+    let answer = Rc::new(crate::shard::Answer::default());
+    shard.evict_waits.borrow_mut().insert(token, answer.clone());
+    shard.route(ShardMsg::EvictHandshake { shard: j as u16, from: shard.id, token });
+    let late = async {
+        glommio::timer::sleep(EVICT_REPLY_WAIT).await;
+        false
+    };
+    let ok = futures_lite::future::or(answer.wait(), late).await;
+    shard.evict_waits.borrow_mut().remove(&token);
+    ok
 }
 
 /// Drop this shard's oldest connection still in its handshake, if it has been for
-/// [`EVICTABLE_AFTER`]; true if one was. (Another shard asked for it, it may have
-/// finished meanwhile: the connection it made room for is then one over the limit.)
+/// [`EVICTABLE_AFTER`]; true if one was. (One whose OPEN comes in the same turn as
+/// the eviction is closed with resource-limit-exceeded.)
 pub(crate) fn evict_local(shard: &Shard) -> bool {
     let Some((conn, h)) = shard.take_oldest_handshake(EVICTABLE_AFTER) else { return false };
     crate::shard::metrics::add(&shard.counters.handshakes_evicted, 1);
@@ -188,7 +202,7 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
         let accepted = next(&listener, &mut failures).await;
         // At MaxConnections, a connection still in its handshake after a second gives
         // its place to the new one: silent sockets cannot keep every client out.
-        let over_limit = admit(&shard) && !evict_a_handshake(&shard);
+        let over_limit = admit(&shard) && !evict_a_handshake(&shard).await;
         // Over MaxConnections it is only told so, where it landed.
         let target = if over_limit { claim(&shard, shard.id as usize) } else { place(&shard) };
         if target == shard.id as usize {

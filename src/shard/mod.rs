@@ -115,6 +115,35 @@ pub struct Handshake {
     pub tls: Option<Rc<Eviction>>,
 }
 
+/// An answer a task waits for (set once, wakes the waiter).
+#[derive(Debug, Default)]
+pub struct Answer {
+    value: Cell<Option<bool>>,
+    waker: RefCell<Option<std::task::Waker>>,
+}
+
+impl Answer {
+    /// Give the answer.
+    pub fn set(&self, v: bool) {
+        self.value.set(Some(v));
+        if let Some(w) = self.waker.borrow_mut().take() {
+            w.wake();
+        }
+    }
+
+    /// The answer, once given.
+    pub async fn wait(&self) -> bool {
+        futures_lite::future::poll_fn(|cx| match self.value.get() {
+            Some(v) => std::task::Poll::Ready(v),
+            None => {
+                *self.waker.borrow_mut() = Some(cx.waker().clone());
+                std::task::Poll::Pending
+            }
+        })
+        .await
+    }
+}
+
 /// Tells a task racing [`Eviction::wait`] that its connection is to be dropped.
 #[derive(Debug, Default)]
 pub struct Eviction {
@@ -166,6 +195,10 @@ pub struct Shard {
     /// OPEN), by id (so oldest first); changed through `handshake_begin` and
     /// `handshake_end`, which publish the oldest in `Global::oldest_handshake`.
     handshaking: RefCell<std::collections::BTreeMap<u64, Handshake>>,
+    /// Evictions asked of other shards, by request number, waiting for their answer.
+    pub evict_waits: RefCell<HashMap<u64, Rc<Answer>>>,
+    /// The next such request number.
+    pub next_evict: Cell<u64>,
     next_conn: Cell<u64>,
     outboxes: Vec<RefCell<VecDeque<ShardMsg>>>,
     /// Messages waiting in each outbox (a batch counts each message it carries).
@@ -227,7 +260,9 @@ impl Shard {
 
     fn publish_oldest_handshake(&self, m: &std::collections::BTreeMap<u64, Handshake>) {
         let g = &self.global;
-        let v = m.values().next().map_or(0, |h| h.since.saturating_duration_since(g.epoch).as_millis() as u64 + 1);
+        // Rounded up: another shard reading it never takes one for older than it is.
+        let ms = |d: std::time::Duration| (d.as_micros() as u64).div_ceil(1000);
+        let v = m.values().next().map_or(0, |h| ms(h.since.saturating_duration_since(g.epoch)) + 1);
         if let Some(a) = g.oldest_handshake.get(self.id as usize) {
             a.store(v, Ordering::Relaxed);
         }
@@ -527,6 +562,8 @@ async fn shard_main(
         home: RefCell::new(home),
         conns: RefCell::new(HashMap::default()),
         handshaking: RefCell::new(std::collections::BTreeMap::new()),
+        evict_waits: RefCell::new(HashMap::default()),
+        next_evict: Cell::new(0),
         next_conn: Cell::new(1),
         outboxes: (0..shards).map(|_| RefCell::new(VecDeque::new())).collect(),
         outbox_weight: (0..shards).map(|_| Cell::new(0)).collect(),
@@ -577,19 +614,25 @@ async fn shard_main(
             glommio::spawn_local(async move {
                 while let Some(batch) = rx.recv().await {
                     shard.refresh_clock();
-                    let mut evictions = 0;
+                    let mut evictions = Vec::new();
                     {
                         let mut local = shard.local.borrow_mut();
                         for m in batch {
                             match m {
                                 ShardMsg::Adopt { stream, tls, .. } => crate::net::serve(&shard, stream, tls, false),
-                                ShardMsg::EvictHandshake { .. } => evictions += 1,
+                                ShardMsg::EvictHandshake { from, token, .. } => evictions.push((from, token)),
+                                ShardMsg::EvictReply { token, ok, .. } => {
+                                    if let Some(a) = shard.evict_waits.borrow().get(&token) {
+                                        a.set(ok);
+                                    }
+                                }
                                 m => local.push_back(m),
                             }
                         }
                     }
-                    for _ in 0..evictions {
-                        crate::net::evict_local(&shard);
+                    for (from, token) in evictions {
+                        let ok = crate::net::evict_local(&shard);
+                        shard.route(ShardMsg::EvictReply { shard: from, token, ok });
                     }
                     shard.pump_local();
                     // Let the connections this batch woke take their share before the
