@@ -78,16 +78,30 @@ const EVICTABLE_AFTER: Duration = Duration::from_secs(1);
 /// connection is refused).
 const EVICT_REPLY_WAIT: Duration = Duration::from_millis(250);
 
-/// Make room for a new connection at MaxConnections: drop the oldest connection
-/// still in its handshake (TLS or AMQP) for [`EVICTABLE_AFTER`], this shard's or, when
-/// it has none, another shard's (connections are placed on the shard with the fewest,
-/// so silent sockets may all sit on the other one): asked by a message, and the new
-/// connection waits for the answer, so it is admitted only once one was dropped. True
-/// when one was.
-async fn evict_a_handshake(shard: &Shard) -> bool {
-    if evict_local(shard) {
-        return true;
-    }
+/// Make room for a new connection at MaxConnections on another shard, `elsewhere`,
+/// which has a connection in its handshake for [`EVICTABLE_AFTER`] (connections are
+/// placed on the shard with the fewest, so silent sockets may all sit on another one
+/// than the accepting one): asked by a message, and the new connection waits for the
+/// answer (at most [`EVICT_REPLY_WAIT`]), so it is admitted only once one was dropped.
+/// True when one was.
+async fn evict_a_handshake(shard: &Shard, elsewhere: usize) -> bool {
+    let token = shard.next_evict.get();
+    shard.next_evict.set(token.wrapping_add(1));
+    let answer = Rc::new(crate::shard::Answer::default());
+    shard.evict_waits.borrow_mut().insert(token, answer.clone());
+    shard.route(ShardMsg::EvictHandshake { shard: elsewhere as u16, from: shard.id, token });
+    let late = async {
+        glommio::timer::sleep(EVICT_REPLY_WAIT).await;
+        false
+    };
+    let ok = futures_lite::future::or(answer.wait(), late).await;
+    shard.evict_waits.borrow_mut().remove(&token);
+    ok
+}
+
+/// Another shard whose oldest connection in its handshake has been for
+/// [`EVICTABLE_AFTER`] (the oldest such).
+fn handshake_elsewhere(shard: &Shard) -> Option<usize> {
     let g = &shard.global;
     let now = g.epoch.elapsed().as_millis() as u64;
     let oldest = g
@@ -97,22 +111,7 @@ async fn evict_a_handshake(shard: &Shard) -> bool {
         .filter(|(j, _)| *j != shard.id as usize)
         .filter_map(|(j, a)| Some((a.load(Ordering::Relaxed).checked_sub(1)?, j)))
         .min();
-    let Some((_, j)) = oldest.filter(|(since, _)| now.saturating_sub(*since) >= EVICTABLE_AFTER.as_millis() as u64)
-    else {
-        return false;
-    };
-    let token = shard.next_evict.get();
-    shard.next_evict.set(token.wrapping_add(1));
-    let answer = Rc::new(crate::shard::Answer::default());
-    shard.evict_waits.borrow_mut().insert(token, answer.clone());
-    shard.route(ShardMsg::EvictHandshake { shard: j as u16, from: shard.id, token });
-    let late = async {
-        glommio::timer::sleep(EVICT_REPLY_WAIT).await;
-        false
-    };
-    let ok = futures_lite::future::or(answer.wait(), late).await;
-    shard.evict_waits.borrow_mut().remove(&token);
-    ok
+    oldest.filter(|(since, _)| now.saturating_sub(*since) >= EVICTABLE_AFTER.as_millis() as u64).map(|(_, j)| j)
 }
 
 /// Drop this shard's oldest connection still in its handshake, if it has been for
@@ -202,15 +201,35 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
         let accepted = next(&listener, &mut failures).await;
         // At MaxConnections, a connection still in its handshake after a second gives
         // its place to the new one: silent sockets cannot keep every client out.
-        let over_limit = admit(&shard) && !evict_a_handshake(&shard).await;
-        // Over MaxConnections it is only told so, where it landed.
-        let target = if over_limit { claim(&shard, shard.id as usize) } else { place(&shard) };
-        if target == shard.id as usize {
-            serve(&shard, accepted, tls, over_limit);
-        } else {
-            crate::shard::metrics::add(&shard.counters.connections_handed_over, 1);
-            shard.route(ShardMsg::Adopt { shard: target as u16, stream: accepted, tls });
+        if !admit(&shard) || evict_local(&shard) {
+            hand(&shard, accepted, tls, false);
+            continue;
         }
+        match handshake_elsewhere(&shard) {
+            // Another shard's, once it says it dropped it: the wait is the new
+            // connection's own task, so this loop goes on accepting meanwhile.
+            Some(j) => {
+                let shard = shard.clone();
+                glommio::spawn_local(async move {
+                    let ok = evict_a_handshake(&shard, j).await;
+                    hand(&shard, accepted, tls, !ok);
+                })
+                .detach();
+            }
+            None => hand(&shard, accepted, tls, true),
+        }
+    }
+}
+
+/// Serve an accepted connection here or hand it to the shard with the fewest; one
+/// over MaxConnections is only told so, where it landed.
+fn hand(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_limit: bool) {
+    let target = if over_limit { claim(shard, shard.id as usize) } else { place(shard) };
+    if target == shard.id as usize {
+        serve(shard, accepted, tls, over_limit);
+    } else {
+        crate::shard::metrics::add(&shard.counters.connections_handed_over, 1);
+        shard.route(ShardMsg::Adopt { shard: target as u16, stream: accepted, tls });
     }
 }
 
