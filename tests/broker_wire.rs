@@ -564,13 +564,20 @@ fn responders_and_requests(b: &Broker, address: &str, n: u32, size: usize) -> Re
     stuck.pump(Duration::from_millis(200)).unwrap();
     let (mut good, good_link) = responder(b, "good-responder", address, 1000);
     good.pump(Duration::from_millis(200)).unwrap();
+    let (mut req, s, reply_to) = requester(b, address);
+    send_requests(&mut req, s, &reply_to, n, size);
+    Responders { stuck, stuck_link, good, good_link, _requester: req }
+}
+
+/// A requester on `address` (container `requester`): its connection, its sending
+/// link (credit arrived) and the address of its dynamic reply node.
+fn requester(b: &Broker, address: &str) -> (Client, sluice_proto::engine::LinkId, String) {
     let mut req = Client::connect(b.addr(), "requester").unwrap();
     let ch = req.begin().unwrap();
     let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
     let s = req.attach_sender(ch, "req", Some(address), &LinkOptions::default()).unwrap();
     req.wait_credit(s).unwrap();
-    send_requests(&mut req, s, &reply_to, n, size);
-    Responders { stuck, stuck_link, good, good_link, _requester: req }
+    (req, s, reply_to)
 }
 
 /// Send `n` RPC requests on `s`, each `size` bytes whose first four are its index
@@ -708,11 +715,7 @@ fn requests_a_responder_took_its_credit_back_from_go_to_the_next_one() {
     let fch = first.begin().unwrap();
     let shard = b.connection_shards()["first"] as usize;
     let address = commands_homed_off(shard, "taken-back");
-    let mut req = Client::connect(b.addr(), "requester").unwrap();
-    let ch = req.begin().unwrap();
-    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
-    let s = req.attach_sender(ch, "req", Some(&address), &LinkOptions::default()).unwrap();
-    req.wait_credit(s).unwrap();
+    let (mut req, s, reply_to) = requester(&b, &address);
     send_requests(&mut req, s, &reply_to, 10, 4);
     let presettled = LinkOptions { presettled: true, ..Default::default() };
     let fr = first.attach_receiver(fch, "cmd", Some(&address), &presettled).unwrap();
@@ -773,11 +776,7 @@ fn a_responder_receiving_unsettled_is_held_to_its_byte_watermark() {
     let link = r.attach_receiver(rch, "cmd", Some("commands/weighed"), &opts).unwrap();
     r.engine().grant_credit(link, 100, false).unwrap();
     r.pump(Duration::from_millis(200)).unwrap();
-    let mut req = Client::connect(b.addr(), "requester").unwrap();
-    let ch = req.begin().unwrap();
-    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
-    let s = req.attach_sender(ch, "req", Some("commands/weighed"), &LinkOptions::default()).unwrap();
-    req.wait_credit(s).unwrap();
+    let (mut req, s, reply_to) = requester(&b, "commands/weighed");
     send_requests(&mut req, s, &reply_to, 10, 300);
     let quiet = |r: &mut Client| {
         let mut got = Vec::new();
@@ -807,11 +806,7 @@ fn a_drain_taken_back_by_the_next_flow_leaves_a_responder_its_credit() {
     r.pump(Duration::from_millis(100)).unwrap();
     common::drain_taken_back(&mut r, link, 10);
     r.pump(Duration::from_millis(300)).unwrap();
-    let mut req = Client::connect(b.addr(), "requester").unwrap();
-    let ch = req.begin().unwrap();
-    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
-    let s = req.attach_sender(ch, "req", Some("commands/undrained"), &LinkOptions::default()).unwrap();
-    req.wait_credit(s).unwrap();
+    let (mut req, s, reply_to) = requester(&b, "commands/undrained");
     send_requests(&mut req, s, &reply_to, 5, 4);
     assert_eq!(requests_received(&mut r, link), vec![0, 1, 2, 3, 4]);
 }
@@ -825,11 +820,7 @@ fn an_rpc_request_whose_correlation_id_holds_values_is_refused_undecoded() {
     use sluice_proto::codec::{Encode, Value};
     let b = Broker::start(&[]);
     let (_responder, _link) = responder(&b, "responder", "commands/ids", 10);
-    let mut req = Client::connect(b.addr(), "requester").unwrap();
-    let ch = req.begin().unwrap();
-    let (_replies, reply_to) = dynamic_receiver(&mut req, ch, "replies");
-    let s = req.attach_sender(ch, "req", Some("commands/ids"), &LinkOptions::default()).unwrap();
-    req.wait_credit(s).unwrap();
+    let (mut req, s, reply_to) = requester(&b, "commands/ids");
     let before = common::rss_kib(b.pid());
     for _ in 0..3 {
         let mut fields = vec![Value::Null; 6];

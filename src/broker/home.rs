@@ -2919,6 +2919,14 @@ mod tests {
         assert_eq!((delivered_to(&out, 7), delivered_to(&out, 500)), (10, 10), "turn by turn");
     }
 
+    /// A responder's link receiving unsettled, with a window of 1,024.
+    fn unsettled_responder_spec() -> Box<SubSpec> {
+        let mut s = spec();
+        s.presettled = false;
+        s.max_unsettled = 1024;
+        s
+    }
+
     /// A responder receiving unsettled with `x-opt-sluice-max-outstanding-messages`
     /// gets at most that many requests it has not settled, whatever its credit; each
     /// settlement lets one more go. Before, only MaxUnsettledPerLink held it.
@@ -2927,9 +2935,7 @@ mod tests {
         let mut home = events_home();
         let key = ChannelKey::new(Pattern::Commands, "marked");
         let mut out = Vec::new();
-        let mut spec = spec();
-        spec.presettled = false;
-        spec.max_unsettled = 1024;
+        let mut spec = unsettled_responder_spec();
         spec.max_outstanding_messages = 3;
         home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
         home.handle(credit_msg(&key, 1, 100), 1, &mut out);
@@ -2954,9 +2960,7 @@ mod tests {
         let mut home = events_home();
         let key = ChannelKey::new(Pattern::Commands, "weighed");
         let mut out = Vec::new();
-        let mut weighed = spec();
-        weighed.presettled = false;
-        weighed.max_unsettled = 1024;
+        let mut weighed = unsettled_responder_spec();
         weighed.max_outstanding_bytes = 250;
         home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: weighed }, 1, &mut out);
         home.handle(credit_msg(&key, 1, 100), 1, &mut out);
