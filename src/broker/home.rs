@@ -685,6 +685,7 @@ impl Home {
             },
             ShardMsg::RpcSettled { key, sub, n, bytes } => {
                 if let Some(r) = self.rpcs.get_mut(&key) {
+                    r.forget_blocked(sub);
                     if let Some(resp) = r.responders.get_mut(sub) {
                         resp.unsettled = resp.unsettled.saturating_sub(n);
                         resp.unsettled_bytes = resp.unsettled_bytes.saturating_sub(bytes);
@@ -793,6 +794,7 @@ impl Home {
             }
             Pattern::Commands | Pattern::Queries => {
                 if let Some(r) = self.rpcs.get_mut(&key) {
+                    r.forget_blocked(sub);
                     r.responders.remove(sub);
                 }
             }
@@ -2364,6 +2366,9 @@ struct Responder {
     unsettled_bytes: u64,
     /// In the turns.
     queued: bool,
+    /// Held back by its byte watermark, with room for this many bytes (in the
+    /// channel's `byte_blocked`).
+    blocked: Option<u64>,
 }
 
 impl Responder {
@@ -2404,6 +2409,9 @@ struct RpcChan {
     waiting: VecDeque<(Msg, u64)>,
     /// Payload bytes of `waiting`.
     waiting_bytes: u64,
+    /// Responders held back by their byte watermarks, by room: one gets its turn
+    /// again when a request that fits it is at the front (or on its own settlement).
+    byte_blocked: std::collections::BTreeSet<(u64, SubRef)>,
     counters: Counters,
 }
 
@@ -2414,7 +2422,30 @@ impl RpcChan {
             responders: Turns::default(),
             waiting: VecDeque::new(),
             waiting_bytes: 0,
+            byte_blocked: std::collections::BTreeSet::new(),
             counters: Counters::default(),
+        }
+    }
+
+    /// Responder `sub` is out of `byte_blocked` (it settled, or it is going).
+    fn forget_blocked(&mut self, sub: SubRef) {
+        if let Some(room) = self.responders.get_mut(sub).and_then(|r| r.blocked.take()) {
+            self.byte_blocked.remove(&(room, sub));
+        }
+    }
+
+    /// The responder held back by its byte watermark with the most room gets its turn
+    /// again when a request of `size` bytes fits it (one at a time, as for queues).
+    fn unblock(&mut self, size: u64) {
+        while let Some(&(room, sub)) = self.byte_blocked.last().filter(|(room, _)| *room >= size) {
+            self.byte_blocked.remove(&(room, sub));
+            if let Some(r) = self.responders.get_mut(sub) {
+                r.blocked = None;
+            }
+            self.responders.wake(sub);
+            if self.responders.get_mut(sub).is_some_and(|r| r.queued) {
+                break;
+            }
         }
     }
 
@@ -2443,6 +2474,7 @@ impl RpcChan {
             max_out_bytes: spec.max_outstanding_bytes,
             unsettled_bytes: 0,
             queued: false,
+            blocked: None,
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(None) });
         let mut stats = HomeStats::default();
@@ -2473,16 +2505,26 @@ impl RpcChan {
             // The next responder that may take it (turns of those that could not
             // take any more end here).
             let size = msg.payload.len() as u64;
+            self.unblock(size);
             let mut pick = None;
             while let Some(sub) = self.responders.next() {
                 match self.responders.get_mut(sub).map(|r| (r.room() > 0, r.fits(size))) {
                     Some((true, true)) => {
+                        self.forget_blocked(sub);
                         pick = Some(sub);
                         break;
                     }
-                    // Room, but not for this many bytes: out until a settlement (or
-                    // credit) of its own.
-                    Some((true, false)) => self.responders.leave(sub),
+                    // Room, but not for this many bytes: out until a request that fits
+                    // it, or a settlement (or credit) of its own.
+                    Some((true, false)) => {
+                        self.forget_blocked(sub);
+                        if let Some(r) = self.responders.get_mut(sub) {
+                            let room = r.max_out_bytes.saturating_sub(r.unsettled_bytes);
+                            r.blocked = Some(room);
+                            self.byte_blocked.insert((room, sub));
+                        }
+                        self.responders.leave(sub);
+                    }
                     _ => {
                         self.responders.end_turn(sub);
                     }
@@ -2990,6 +3032,42 @@ mod tests {
         out.clear();
         request(&mut home, &mut out, 1000);
         assert_eq!(delivered_to(&out, 1), 1, "a single larger request when nothing is unsettled");
+    }
+
+    /// A responder held back by its byte watermark gets a later, smaller request
+    /// that fits it once the one it could not take went elsewhere, without a
+    /// settlement of its own. Before, it was out of the turns until it settled: the
+    /// 40-byte request waited (for its deadline) while the responder had room for 50.
+    #[test]
+    fn a_byte_blocked_responder_takes_a_smaller_request_that_fits() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Commands, "smaller");
+        let mut out = Vec::new();
+        let mut weighed = unsettled_responder_spec();
+        weighed.max_outstanding_bytes = 250;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: weighed }, 1, &mut out);
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2), spec: spec() }, 1, &mut out);
+        home.handle(credit_msg(&key, 1, 100), 1, &mut out);
+        let request = |home: &mut Home, out: &mut Vec<ShardMsg>, size: usize| {
+            let msg = Msg { payload: bytes::Bytes::from(vec![7u8; size]), received_ms: 1 };
+            home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms: u64::MAX }, 1, out);
+        };
+        out.clear();
+        for _ in 0..3 {
+            request(&mut home, &mut out, 100);
+        }
+        assert_eq!(delivered_to(&out, 1), 2, "room for 50 bytes left");
+        out.clear();
+        home.handle(credit_msg(&key, 2, 1), 1, &mut out);
+        assert_eq!(delivered_to(&out, 2), 1, "the other responder takes the 100-byte one");
+        out.clear();
+        request(&mut home, &mut out, 40);
+        assert_eq!(delivered_to(&out, 1), 1, "40 bytes fit the first one's room");
+        // Blocked again, then gone: not kept in the blocked set.
+        request(&mut home, &mut out, 100);
+        assert_eq!(home.rpcs[&key].byte_blocked.len(), 1);
+        home.handle(unsubscribe_msg(&key, sub(1), Vec::new()), 1, &mut out);
+        assert!(home.rpcs[&key].byte_blocked.is_empty());
     }
 
     /// A FLOW finds its events subscriber by an index: 1,000 subscribers of one
