@@ -2608,8 +2608,8 @@ fn silent_sockets_on_the_other_shard_give_their_place_too() {
     }
 }
 
-/// A socket that came in over MaxConnections (it would be refused after its OPEN) is
-/// not one whose place a new connection may take: that would let the new one in over
+/// A socket that came in over MaxConnections (it would be refused after its OPEN)
+/// holds no place, and is not one whose place a new connection may take: that would let the new one in over
 /// the limit too, one more each time. Before, such a silent socket was in the
 /// handshake map: a second later the next client was admitted (4 live at a limit of 3).
 #[test]
@@ -2627,6 +2627,18 @@ fn a_silent_socket_over_the_limit_lets_no_one_else_in() {
     std::thread::sleep(Duration::from_millis(1500));
     assert_eq!(attempt(&b.addr()).unwrap().as_deref(), Some("amqp:resource-limit-exceeded"));
     assert_eq!(b.metric("sluice_connections_evicted_in_handshake_total"), Some(0.0));
+    // Nor does it hold a place: one of the held clients goes, and the next client gets
+    // its place while the silent socket over the limit still waits. (Before, counted
+    // until its handshake timeout, it kept the freed place shut: a minute here.)
+    drop(held.pop());
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match attempt(&b.addr()).unwrap() {
+            None => break,
+            Some(c) => assert!(std::time::Instant::now() < deadline, "refused ({c}) with a place free"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 #[test]

@@ -222,8 +222,14 @@ pub async fn accept_loop(shard: Rc<Shard>, listener: TcpListener, tls: bool) {
 }
 
 /// Serve an accepted connection here or hand it to the shard with the fewest; one
-/// over MaxConnections is only told so, where it landed.
+/// over MaxConnections is only told so, where it landed, and holds no place: it is
+/// uncounted at once (a silent socket over the limit, which no new connection may
+/// take the place of, would otherwise keep a place freed meanwhile shut until its
+/// handshake timeout).
 fn hand(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_limit: bool) {
+    if over_limit {
+        shard.global.connections.fetch_sub(1, Ordering::SeqCst);
+    }
     let target = if over_limit { claim(shard, shard.id as usize) } else { place(shard) };
     if target == shard.id as usize {
         serve(shard, accepted, tls, over_limit);
@@ -242,7 +248,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
         // Handed over while this shard was closing its connections: it would never
         // be told to close. Refused (the socket is closed) like one that came too late.
         drop(stream);
-        release(shard);
+        release(shard, over_limit);
         return;
     }
     let _ = stream.set_nodelay(true);
@@ -263,7 +269,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
             let ip = stream.peer_addr().map(|a| a.ip().to_string()).unwrap_or_default();
             let peer = Peer { ip, tls: false, client_cn: None, handshake_spent: Duration::ZERO, conn_id: None };
             conn::run(shard2.clone(), stream, peer, over_limit).await;
-            release(&shard2);
+            release(&shard2, over_limit);
         })
         .detach();
         return;
@@ -315,14 +321,17 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
             // configuration); not reached.
             None => tracing::warn!(peer = %ip, "TLS connection handed to a shard without TLS; closed"),
         }
-        release(&shard2);
+        release(&shard2, over_limit);
     })
     .detach();
 }
 
 /// A connection of this shard ended: uncount it.
-fn release(shard: &Shard) {
-    shard.global.connections.fetch_sub(1, Ordering::SeqCst);
+fn release(shard: &Shard, over_limit: bool) {
+    // One over MaxConnections was uncounted when it was found so ([`hand`]).
+    if !over_limit {
+        shard.global.connections.fetch_sub(1, Ordering::SeqCst);
+    }
     if let Some(c) = shard.global.shard_connections.get(shard.id as usize) {
         c.fetch_sub(1, Ordering::SeqCst);
     }

@@ -228,7 +228,6 @@ pub struct Shard {
 }
 
 impl Shard {
-    /// A new connection id.
     /// Connection `id` is in its handshake (at MaxConnections, a new connection may
     /// take its place).
     pub fn handshake_begin(&self, id: u64, h: Handshake) {
@@ -268,6 +267,7 @@ impl Shard {
         }
     }
 
+    /// A new connection id.
     pub fn next_conn_id(&self) -> u64 {
         let id = self.next_conn.get();
         self.next_conn.set(id + 1);

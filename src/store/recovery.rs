@@ -309,13 +309,15 @@ fn after_damage(buf: &[u8], offset: usize) -> After {
 }
 
 /// True when the damage at `offset` of a log's last segment is a torn tail rather
-/// than corruption: nothing valid follows it, or (format 2) it is a record that fails
-/// its length or checksum check (`unreadable`, as a write the disk did not finish
-/// leaves it) and what follows it is the rest of the last commit, which a disk that
+/// than corruption: bytes that fail the length or checksum check (`unreadable`, as a
+/// write the disk did not finish leaves them) with nothing valid after them, or
+/// (format 2) with only the rest of the last commit after them, which a disk that
 /// persists the blocks of one write out of order can leave behind a hole.
 fn torn_at(buf: &[u8], offset: usize, unreadable: bool) -> bool {
     match after_damage(buf, offset) {
-        After::Nothing => true,
+        // Bytes that make sense but not to this build (a later record type, a header
+        // not ours) are never a torn write, even at the very end.
+        After::Nothing => unreadable,
         After::Unknown => false,
         After::Records(at) => unreadable && rest_of_last_commit(buf, at, offset),
     }
@@ -668,6 +670,18 @@ mod torn_tests {
         assert!(
             matches!(recover_one("unknown-type", &buf).0, Err(RecoveryError::Corrupt { offset, .. }) if offset == at[&3] as u64)
         );
+        // At the very end too: a record of a type this build does not know, and a
+        // foreign header with nothing after it. (Before, both were cut as torn tails.)
+        let (mut buf, _) = segment(2, &[&[1, 2]]);
+        frame_record(&mut buf, 99, &[b"from a later sluice"]);
+        let (r, left) = recover_one("unknown-last", &buf);
+        assert!(matches!(r, Err(RecoveryError::Corrupt { .. })));
+        assert_eq!(left, buf);
+        let mut foreign = b"NOTOURS!".to_vec();
+        foreign.resize(64, 7);
+        let (r, left) = recover_one("foreign-alone", &foreign);
+        assert!(matches!(r, Err(RecoveryError::Corrupt { offset: 0, .. })));
+        assert_eq!(left, foreign);
         let (mut buf, _) = segment(2, &[&[1, 2]]);
         buf[9] = 3;
         let (r, left) = recover_one("version-3", &buf);
