@@ -1114,6 +1114,13 @@ impl<T: Competitor> Turns<T> {
     }
 }
 
+/// The byte watermark of a consume link that settles (queue consumers, RPC
+/// responders): a message fits while the unsettled bytes stay within the limit (0:
+/// none), and a single larger message goes when nothing is unsettled.
+fn fits_byte_watermark(presettled: bool, max_bytes: u64, unsettled: u32, unsettled_bytes: u64, size: u64) -> bool {
+    presettled || max_bytes == 0 || unsettled == 0 || unsettled_bytes + size <= max_bytes
+}
+
 #[derive(Debug)]
 struct Consumer {
     sub: SubRef,
@@ -1158,12 +1165,9 @@ impl Consumer {
     }
 
     /// The byte watermark: a message fits while the outstanding bytes stay within the
-    /// limit, and a single larger message goes when nothing else is outstanding.
+    /// limit, and a single larger message goes when nothing is outstanding.
     fn fits(&self, size: u64) -> bool {
-        self.presettled
-            || self.max_out_bytes == 0
-            || self.unsettled == 0
-            || self.unsettled_bytes + size <= self.max_out_bytes
+        fits_byte_watermark(self.presettled, self.max_out_bytes, self.unsettled, self.unsettled_bytes, size)
     }
 }
 
@@ -2375,10 +2379,7 @@ impl Responder {
     /// The byte watermark, as for queue consumers: a request fits while the unsettled
     /// bytes stay within it, and a single larger one goes when nothing is unsettled.
     fn fits(&self, size: u64) -> bool {
-        self.presettled
-            || self.max_out_bytes == 0
-            || self.unsettled == 0
-            || self.unsettled_bytes + size <= self.max_out_bytes
+        fits_byte_watermark(self.presettled, self.max_out_bytes, self.unsettled, self.unsettled_bytes, size)
     }
 }
 
@@ -2969,6 +2970,21 @@ mod tests {
         s
     }
 
+    /// Responder 1 on `key`, receiving unsettled under a 250-byte watermark, 100
+    /// credits.
+    fn weighed_responder(home: &mut Home, key: &ChannelKey, out: &mut Vec<ShardMsg>) {
+        let mut weighed = unsettled_responder_spec();
+        weighed.max_outstanding_bytes = 250;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: weighed }, 1, out);
+        home.handle(credit_msg(key, 1, 100), 1, out);
+    }
+
+    /// An RPC request of `size` bytes to `key`, with no deadline.
+    fn rpc_request(home: &mut Home, key: &ChannelKey, out: &mut Vec<ShardMsg>, size: usize) {
+        let msg = Msg { payload: bytes::Bytes::from(vec![7u8; size]), received_ms: 1 };
+        home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms: u64::MAX }, 1, out);
+    }
+
     /// A responder receiving unsettled with `x-opt-sluice-max-outstanding-messages`
     /// gets at most that many requests it has not settled, whatever its credit; each
     /// settlement lets one more go. Before, only MaxUnsettledPerLink held it.
@@ -3002,14 +3018,8 @@ mod tests {
         let mut home = events_home();
         let key = ChannelKey::new(Pattern::Commands, "weighed");
         let mut out = Vec::new();
-        let mut weighed = unsettled_responder_spec();
-        weighed.max_outstanding_bytes = 250;
-        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: weighed }, 1, &mut out);
-        home.handle(credit_msg(&key, 1, 100), 1, &mut out);
-        let request = |home: &mut Home, out: &mut Vec<ShardMsg>, size: usize| {
-            let msg = Msg { payload: bytes::Bytes::from(vec![7u8; size]), received_ms: 1 };
-            home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms: u64::MAX }, 1, out);
-        };
+        weighed_responder(&mut home, &key, &mut out);
+        let request = |home: &mut Home, out: &mut Vec<ShardMsg>, size| rpc_request(home, &key, out, size);
         out.clear();
         for _ in 0..10 {
             request(&mut home, &mut out, 100);
@@ -3043,15 +3053,9 @@ mod tests {
         let mut home = events_home();
         let key = ChannelKey::new(Pattern::Commands, "smaller");
         let mut out = Vec::new();
-        let mut weighed = unsettled_responder_spec();
-        weighed.max_outstanding_bytes = 250;
-        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: weighed }, 1, &mut out);
+        weighed_responder(&mut home, &key, &mut out);
         home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2), spec: spec() }, 1, &mut out);
-        home.handle(credit_msg(&key, 1, 100), 1, &mut out);
-        let request = |home: &mut Home, out: &mut Vec<ShardMsg>, size: usize| {
-            let msg = Msg { payload: bytes::Bytes::from(vec![7u8; size]), received_ms: 1 };
-            home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms: u64::MAX }, 1, out);
-        };
+        let request = |home: &mut Home, out: &mut Vec<ShardMsg>, size| rpc_request(home, &key, out, size);
         out.clear();
         for _ in 0..3 {
             request(&mut home, &mut out, 100);

@@ -121,7 +121,7 @@ pub(crate) fn evict_local(shard: &Shard) -> bool {
     let Some((conn, h)) = shard.take_oldest_handshake(EVICTABLE_AFTER) else { return false };
     crate::shard::metrics::add(&shard.counters.handshakes_evicted, 1);
     match h.tls {
-        Some(tls) => tls.evict(),
+        Some(tls) => tls.set(true),
         None => shard.route(ShardMsg::Evict { conn }),
     }
     true
@@ -285,7 +285,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
                 // AMQP's; the connection keeps this id.
                 // (Not one over the limit: see conn::run.)
                 let id = shard2.next_conn_id();
-                let eviction = Rc::new(crate::shard::Eviction::default());
+                let eviction = Rc::new(crate::shard::Answer::default());
                 if !over_limit {
                     let entry = crate::shard::Handshake { since: started, tls: Some(eviction.clone()) };
                     shard2.handshake_begin(id, entry);
@@ -306,7 +306,7 @@ pub fn serve(shard: &Rc<Shard>, accepted: AcceptedTcpStream, tls: bool, over_lim
                 };
                 match futures_lite::future::or(evicted, futures_lite::future::or(handshake, timeout)).await {
                     // Done, unless its place was given up meanwhile (counted already).
-                    Ok(tls) if !eviction.is_evicted() => {
+                    Ok(tls) if !eviction.is_set() => {
                         let client_cn = tls::client_cn(tls.get_ref().1);
                         let handshake_spent = started.elapsed();
                         let peer = Peer { ip, tls: true, client_cn, handshake_spent, conn_id: Some(id) };

@@ -111,8 +111,8 @@ pub struct Handshake {
     /// When it was accepted.
     pub since: std::time::Instant,
     /// Set while it is in its TLS handshake (its driver does not run yet): how it is
-    /// told to give its place up.
-    pub tls: Option<Rc<Eviction>>,
+    /// told to give its place up (answered true).
+    pub tls: Option<Rc<Answer>>,
 }
 
 /// An answer a task waits for (set once, wakes the waiter).
@@ -131,46 +131,16 @@ impl Answer {
         }
     }
 
+    /// True once answered.
+    pub fn is_set(&self) -> bool {
+        self.value.get().is_some()
+    }
+
     /// The answer, once given.
     pub async fn wait(&self) -> bool {
         futures_lite::future::poll_fn(|cx| match self.value.get() {
             Some(v) => std::task::Poll::Ready(v),
             None => {
-                *self.waker.borrow_mut() = Some(cx.waker().clone());
-                std::task::Poll::Pending
-            }
-        })
-        .await
-    }
-}
-
-/// Tells a task racing [`Eviction::wait`] that its connection is to be dropped.
-#[derive(Debug, Default)]
-pub struct Eviction {
-    evicted: Cell<bool>,
-    waker: RefCell<Option<std::task::Waker>>,
-}
-
-impl Eviction {
-    /// Drop the connection: wakes [`Eviction::wait`].
-    pub fn evict(&self) {
-        self.evicted.set(true);
-        if let Some(w) = self.waker.borrow_mut().take() {
-            w.wake();
-        }
-    }
-
-    /// True once evicted.
-    pub fn is_evicted(&self) -> bool {
-        self.evicted.get()
-    }
-
-    /// Ready once evicted.
-    pub async fn wait(&self) {
-        futures_lite::future::poll_fn(|cx| {
-            if self.evicted.get() {
-                std::task::Poll::Ready(())
-            } else {
                 *self.waker.borrow_mut() = Some(cx.waker().clone());
                 std::task::Poll::Pending
             }
