@@ -149,12 +149,19 @@ pub enum PublishRefusal {
     TooManyChannels,
     /// The message store failed to write the record.
     StoreUnavailable,
+    /// A dynamic node holds as much as it may (see the README's Limits).
+    NodeFull,
+    /// No dynamic node of that name (its link or its connection went).
+    NodeUnreachable,
 }
 
 impl PublishRefusal {
     /// The AMQP error condition.
     pub fn condition(self) -> &'static str {
-        sluice_proto::types::condition::RESOURCE_LIMIT_EXCEEDED
+        match self {
+            PublishRefusal::NodeUnreachable => sluice_proto::types::condition::PRECONDITION_FAILED,
+            _ => sluice_proto::types::condition::RESOURCE_LIMIT_EXCEEDED,
+        }
     }
 
     /// The error description.
@@ -163,6 +170,8 @@ impl PublishRefusal {
             PublishRefusal::QueueFull => "queue full",
             PublishRefusal::TooManyChannels => "too many channels",
             PublishRefusal::StoreUnavailable => "message store unavailable",
+            PublishRefusal::NodeFull => "dynamic node is full",
+            PublishRefusal::NodeUnreachable => "unreachable dynamic node",
         }
     }
 
@@ -433,6 +442,20 @@ pub enum ShardMsg {
         /// The responder's message.
         msg: Msg,
     },
+    /// A message sent to another connection's dynamic node (by an anonymous sender's
+    /// `to`, or a sender attached to the node's address), for that connection.
+    NodeMessage {
+        /// The node's connection: its shard,
+        shard: u16,
+        /// and its id.
+        conn: u64,
+        /// The node's address.
+        node: Box<str>,
+        /// The message (its own copy).
+        msg: Msg,
+        /// Outcome wanted (unsettled publish): answered with [`ShardMsg::PublishDone`].
+        ack: Option<PublishAck>,
+    },
     /// Close the connection (shutdown).
     Shutdown {
         /// Connection.
@@ -511,6 +534,7 @@ impl ShardMsg {
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => sub.shard as usize,
             ShardMsg::RpcResponse { shard, .. }
+            | ShardMsg::NodeMessage { shard, .. }
             | ShardMsg::Adopt { shard, .. }
             | ShardMsg::EvictHandshake { shard, .. }
             | ShardMsg::EvictReply { shard, .. } => *shard as usize,
@@ -538,7 +562,10 @@ impl ShardMsg {
             | ShardMsg::DrainDone { sub, .. }
             | ShardMsg::RingReady { sub }
             | ShardMsg::RingFull { sub } => Some(sub.conn),
-            ShardMsg::RpcResponse { conn, .. } | ShardMsg::Shutdown { conn } | ShardMsg::Evict { conn } => Some(*conn),
+            ShardMsg::RpcResponse { conn, .. }
+            | ShardMsg::NodeMessage { conn, .. }
+            | ShardMsg::Shutdown { conn }
+            | ShardMsg::Evict { conn } => Some(*conn),
             _ => None,
         }
     }

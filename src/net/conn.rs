@@ -7,7 +7,8 @@ use crate::broker::home::{BATCH_OVERHEAD, EVENT_OVERHEAD};
 use crate::broker::message::{self, Refusal};
 use crate::broker::selector::Selector;
 use crate::broker::{
-    steady_ms, wall_ms, Msg, Outcome, PublishAck, ShardMsg, StartPos, StoreRing, SubRef, SubSpec, EVENTS_BATCH,
+    steady_ms, wall_ms, Msg, Outcome, PublishAck, PublishRefusal, ShardMsg, StartPos, StoreRing, SubRef, SubSpec,
+    EVENTS_BATCH,
 };
 use crate::config::Pattern;
 use crate::shard::metrics::{add, gauge, pattern_index, ConnectionInfo, LinkInfo};
@@ -398,6 +399,11 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
     // of the largest, and at least 256 MiB.
     cfg.max_reassembly_bytes = s.max_message_size.saturating_mul(2).max(256 << 20);
     cfg.session_window = 2048;
+    // The anonymous terminus (a sender with a null target, each message routed by its
+    // `to`) is served; clients that route through it only when the broker says so
+    // (Qpid JMS's anonymous producers, proton's example server) look for this.
+    cfg.offered_capabilities =
+        Some(sluice_proto::codec::Symbols(vec![sluice_proto::codec::Symbol::new("ANONYMOUS-RELAY")]));
     // Offered in the reference's order: EXTERNAL (verified client certificate only),
     // PLAIN, ANONYMOUS (only while authentication is disabled).
     let auth = shard.global.auth.clone();
@@ -1074,7 +1080,11 @@ impl Driver {
                         (ProduceTarget::Channel(k), a.clone())
                     }
                     Ok(Node::Responses(id)) => (ProduceTarget::Responses(id), a.clone()),
-                    Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => (ProduceTarget::Node(n), a.clone()),
+                    // Another connection's node is known only there: each message
+                    // learns whether it still is (refused "unreachable dynamic node").
+                    Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) || self.node_owner(&n).is_some() => {
+                        (ProduceTarget::Node(n), a.clone())
+                    }
                     Ok(Node::Dynamic(_)) => return self.refuse(link, condition::NOT_FOUND, "unknown dynamic node"),
                     Err(why) => return self.refuse(link, condition::NOT_FOUND, why),
                 }
@@ -2144,10 +2154,7 @@ impl Driver {
             ProduceTarget::Responses(id) => {
                 self.rpc_response(&id, Msg { payload: raw.into_payload(), received_ms }, ack)
             }
-            // Copied: a message kept in a node must not pin the read it came in.
-            ProduceTarget::Node(n) => {
-                self.deliver_to_node(&n, Msg { payload: raw.into_payload(), received_ms }.owned(), ack)
-            }
+            ProduceTarget::Node(n) => self.send_to_node(n, Msg { payload: raw.into_payload(), received_ms }, ack),
             ProduceTarget::Anonymous => {
                 let to = match raw.properties() {
                     Ok(p) => Ok(p.and_then(|p| p.to)),
@@ -2165,11 +2172,8 @@ impl Driver {
                             Ok(Node::Responses(id)) => {
                                 self.rpc_response(&id, Msg { payload: raw.into_payload(), received_ms }, ack)
                             }
-                            Ok(Node::Dynamic(n)) if self.nodes.contains_key(&n) => {
-                                self.deliver_to_node(&n, Msg { payload: raw.into_payload(), received_ms }.owned(), ack)
-                            }
-                            Ok(Node::Dynamic(_)) => {
-                                Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".to_owned()))
+                            Ok(Node::Dynamic(n)) => {
+                                self.send_to_node(n, Msg { payload: raw.into_payload(), received_ms }, ack)
                             }
                             Err(why) => Err((condition::PRECONDITION_FAILED, format!("invalid 'to' address: {why}"))),
                         },
@@ -2363,20 +2367,62 @@ impl Driver {
         }
     }
 
+    /// The shard and connection of another connection's dynamic node (its address
+    /// names them: `_amqp10.tmp.<shard>-<conn>.<uuid>`); None for this connection's,
+    /// or an address that names no connection of this broker.
+    fn node_owner(&self, node: &str) -> Option<(u16, u64)> {
+        let rest = node.strip_prefix(address::DYNAMIC_PREFIX)?;
+        let (owner, _) = rest.split_once('.')?;
+        let (shard, conn) = owner.split_once('-')?;
+        let (shard, conn) = (shard.parse::<u16>().ok()?, conn.parse::<u64>().ok()?);
+        let mine = shard == self.shard.id && conn == self.id;
+        ((shard as usize) < self.shard.shards && !mine).then_some((shard, conn))
+    }
+
+    /// A message for a dynamic node: this connection's, or another's (routed to it,
+    /// answered there). Copied: a message kept in a node must not pin the read it
+    /// came in.
+    fn send_to_node(&mut self, node: String, msg: Msg, ack: Option<PublishAck>) -> Result<(), Refusal> {
+        if self.nodes.contains_key(&node) {
+            return self.deliver_to_node(&node, msg.owned(), ack);
+        }
+        match self.node_owner(&node) {
+            Some((shard, conn)) => {
+                self.route(ShardMsg::NodeMessage { shard, conn, node: node.into(), msg: msg.owned(), ack });
+                Ok(())
+            }
+            None => Err(refusal(PublishRefusal::NodeUnreachable)),
+        }
+    }
+
     fn deliver_to_node(&mut self, node: &str, msg: Msg, ack: Option<PublishAck>) -> Result<(), Refusal> {
-        let Some(n) = self.nodes.get_mut(node) else {
-            return Err((condition::PRECONDITION_FAILED, "unreachable dynamic node".into()));
-        };
+        self.enqueue_node(node, msg).map_err(refusal)?;
+        self.accept(ack);
+        Ok(())
+    }
+
+    fn enqueue_node(&mut self, node: &str, msg: Msg) -> Result<(), PublishRefusal> {
+        let Some(n) = self.nodes.get_mut(node) else { return Err(PublishRefusal::NodeUnreachable) };
         let len = msg.payload.len() as u64;
         let over_bytes = self.node_bytes > 0 && self.node_bytes.saturating_add(len) > NODE_BYTES_MAX;
         if n.queue.len() >= NODE_QUEUE_MAX || over_bytes {
-            return Err((condition::RESOURCE_LIMIT_EXCEEDED, "dynamic node is full".into()));
+            return Err(PublishRefusal::NodeFull);
         }
         self.node_bytes += len;
         n.queue.push_back(msg.payload);
         self.pump_node(node);
-        self.accept(ack);
         Ok(())
+    }
+
+    /// A message another connection sent to one of this connection's nodes; its
+    /// outcome goes back to the producer's connection.
+    fn on_node_message(&mut self, node: &str, msg: Msg, ack: Option<PublishAck>) {
+        let result = self.enqueue_node(node, msg);
+        match ack {
+            Some(ack) => self.route(ShardMsg::PublishDone { ack, result }),
+            None if result.is_err() => add(&self.shard.counters.transfers_in_dropped, 1),
+            None => {}
+        }
     }
 
     /// A dynamic node goes (its link detached): what it held is given back.
@@ -2609,6 +2655,7 @@ impl Driver {
                 }
             }
             ShardMsg::RpcResponse { seq, nonce, msg, .. } => self.on_rpc_response(seq, nonce, msg),
+            ShardMsg::NodeMessage { node, msg, ack, .. } => self.on_node_message(&node, msg, ack),
             ShardMsg::Shutdown { .. } => {
                 self.shutting_down = true;
                 self.engine.close(Some(Error::new(condition::CONNECTION_FORCED, "broker shutting down")));
@@ -2851,6 +2898,11 @@ pub(crate) fn legacy_durable_identity(sanitized: &str, link_name: &str) -> Strin
 }
 
 /// A seed for the driver's generator, from the OS.
+/// A publish refusal as the (condition, description) a message is rejected with.
+fn refusal(why: PublishRefusal) -> Refusal {
+    (why.condition(), why.description().to_owned())
+}
+
 fn seed() -> u64 {
     use std::io::Read;
     let mut b = [0u8; 8];

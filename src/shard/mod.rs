@@ -7,7 +7,7 @@ pub mod metrics;
 
 use crate::broker::directory::RouteCache;
 use crate::broker::home::Home;
-use crate::broker::{steady_ms, wall_ms, ShardMsg};
+use crate::broker::{steady_ms, wall_ms, PublishRefusal, ShardMsg};
 use crate::config::{Pattern, Settings};
 use glommio::channels::channel_mesh::{MeshBuilder, Senders};
 use metrics::{AdminRequest, ShardCounters};
@@ -410,6 +410,11 @@ impl Shard {
                 // every unsettled delivery; nothing to do here.
             }
             ShardMsg::RpcResponse { .. } => metrics::add(&self.counters.rpc_late_responses, 1),
+            // The node's connection is gone, and the node with it.
+            ShardMsg::NodeMessage { ack: Some(ack), .. } => {
+                self.route(ShardMsg::PublishDone { ack, result: Err(PublishRefusal::NodeUnreachable) });
+            }
+            ShardMsg::NodeMessage { ack: None, .. } => metrics::add(&self.counters.transfers_in_dropped, 1),
             // The responder's connection went while the request was on its way (after
             // its Unsubscribe): another responder.
             ShardMsg::DeliverRequest { key, msg, deadline_ms, .. } => {

@@ -69,6 +69,89 @@ def test_anonymous_presettled_bad_to_dropped_and_counted(broker, amqp):
     assert s.is_open()
 
 
+def test_open_offers_anonymous_relay(broker, amqp):
+    # Clients that use the anonymous terminus only when the broker offers it (Qpid JMS's
+    # anonymous producers, proton's example server) look for this capability.
+    c = amqp.connect(broker.url)
+    caps = c.conn.remote_offered_capabilities
+    assert caps is not None and "ANONYMOUS-RELAY" in [str(x) for x in caps], caps
+
+
+# ------------------------------------------------------------------ dynamic nodes
+
+
+def test_other_connections_reach_a_dynamic_node(broker, amqp):
+    """A reply node (a temporary queue) is reached from every connection of the broker:
+    by an anonymous sender's `to` and by a sender attached to its address. Several
+    connections, so that some sit on the node's shard and some on the other one."""
+    owner = amqp.connect(broker.url)
+    node = owner.receiver(None, dynamic=True, credit=100)
+    addr = node.remote_address
+    assert addr and addr.startswith("_amqp10.tmp."), addr
+    sent = []
+    for i in range(3):
+        c = amqp.connect(broker.url)
+        anon = c.sender(None)
+        anon.wait_credit()
+        d = anon.send_and_wait(Message(body=f"anon-{i}", address=addr))
+        assert d.remote_state == ACCEPTED, (i, d.remote.condition)
+        fixed = c.sender(addr)
+        fixed.wait_credit()
+        d = fixed.send_and_wait(Message(body=f"fixed-{i}"))
+        assert d.remote_state == ACCEPTED, (i, d.remote.condition)
+        sent += [f"anon-{i}", f"fixed-{i}"]
+    assert [m.body for m in node.take(len(sent))] == sent
+
+
+def test_a_gone_dynamic_node_is_unreachable_from_other_connections(broker, amqp):
+    owner = amqp.connect(broker.url)
+    node = owner.receiver(None, dynamic=True, credit=10)
+    addr = node.remote_address
+    c = amqp.connect(broker.url)
+    anon = c.sender(None)
+    fixed = c.sender(addr)
+    anon.wait_credit()
+    fixed.wait_credit()
+    # The node's link goes, then its whole connection: each message is rejected, and
+    # the links stay up.
+    for gone in (node.close, owner.close):
+        gone()
+        for s in (anon, fixed):
+            d = s.send_and_wait(Message(body="late", address=addr) if s is anon else Message(body="late"))
+            assert d.remote_state == REJECTED, d.remote_state
+            cond = d.remote.condition
+            assert cond is not None and cond.name == "amqp:precondition-failed", cond
+            assert "unreachable dynamic node" in (cond.description or ""), cond
+            assert s.is_open()
+    # Pre-settled, it is dropped and counted.
+    before = broker.metric("kubemq_amqp10_transfers_in_dropped_total")
+    ps = c.sender(None, options=SettleModes(snd=Link.SND_SETTLED))
+    ps.wait_credit()
+    ps.send(Message(body="x", address=addr))
+    broker.wait_metric("kubemq_amqp10_transfers_in_dropped_total", lambda v: v >= before + 1, pump=amqp)
+
+
+def test_a_full_dynamic_node_refuses_other_connections(broker, amqp):
+    # No credit on the node: it holds 4,096 messages, then refuses.
+    owner = amqp.connect(broker.url)
+    node = owner.receiver(None, dynamic=True)
+    addr = node.remote_address
+    c = amqp.connect(broker.url)
+    s = c.sender(addr)
+    ds = []
+    for i in range(4097):
+        s.wait_credit()
+        ds.append(s.send(Message(body=i)))
+    states = s.wait_settled(ds, timeout=30)
+    assert states[:4096] == [ACCEPTED] * 4096
+    assert states[4096] == REJECTED
+    cond = ds[4096].remote.condition
+    assert cond is not None and cond.name == "amqp:resource-limit-exceeded", cond
+    assert "dynamic node is full" in (cond.description or ""), cond
+    node.flow(5)
+    assert [m.body for m in node.take(5)] == [0, 1, 2, 3, 4]
+
+
 # ------------------------------------------------------------------ bare addresses
 
 
