@@ -2217,10 +2217,13 @@ impl Driver {
         if credit * 2 >= u64::from(window) || self.backoffs.iter().any(|b| b.link == link) {
             return;
         }
-        // `routed`: what the link takes may go to another shard (a channel, or whatever
-        // the anonymous terminus and responses are addressed to); a dynamic node of
-        // this connection stays here.
+        // `routed`: what the link takes may go to another shard (a channel, whatever
+        // the anonymous terminus and responses are addressed to, another connection's
+        // dynamic node); a dynamic node of this connection stays here.
         let (home, durable, routed) = match self.links.get(&link).map(|c| &c.kind) {
+            Some(LinkKind::Produce { target: ProduceTarget::Node(n), .. }) => {
+                (None, false, !self.nodes.contains_key(n))
+            }
             Some(LinkKind::Produce { target: ProduceTarget::Channel(k), .. }) => {
                 (Some(k.home(self.shard.shards)), matches!(k.pattern, Pattern::Queues | Pattern::EventsStore), true)
             }
