@@ -325,7 +325,6 @@ struct Driver {
     epoch_ms: u64,
     /// Steady clock ([`steady_ms`]) read with `epoch_ms`: RPC deadlines, cache ages.
     steady: u64,
-    rng: u64,
     registry_at: Instant,
     /// A deferred registry refresh is due at this driver time (ms).
     registry_due: Option<u64>,
@@ -448,7 +447,6 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         read_size: READ_MIN,
         epoch_ms: wall_ms(),
         steady: steady_ms(),
-        rng: seed(),
         registry_at: started,
         registry_due: None,
         registry_count: (usize::MAX, 0, 0),
@@ -1035,18 +1033,11 @@ impl Driver {
         }
     }
 
-    fn random(&mut self) -> u64 {
-        // xorshift64*: unpredictable enough for names, seeded from the OS once.
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
     fn mint_node(&mut self) -> String {
+        // From the OS: other connections may send to a node they know the name of, so
+        // the names a connection has shown must not tell its others.
         let mut r = [0u8; 16];
-        r[..8].copy_from_slice(&self.random().to_be_bytes());
-        r[8..].copy_from_slice(&self.random().to_be_bytes());
+        self.shard.random_bytes(&mut r);
         let name = format!("{}{}-{}.{}", address::DYNAMIC_PREFIX, self.shard.id, self.id, message::uuid_string(&r));
         self.nodes.insert(name.clone(), NodeState::default());
         name
@@ -2164,19 +2155,23 @@ impl Driver {
                     Err(refusal) => Err(refusal),
                     Ok(to) => match to {
                         None => Err((condition::PRECONDITION_FAILED, "message has no 'to' address".to_owned())),
-                        Some(to) => match address::resolve(&to, None, self.settings().default_pattern) {
-                            Ok(Node::Channel(key)) if !self.authorized_message(&key) => {
-                                Err((condition::UNAUTHORIZED_ACCESS, format!("not authorized for {}", key.name)))
+                        Some(to) => {
+                            match address::resolve(&to, jms_dest_hint(&raw, &to), self.settings().default_pattern) {
+                                Ok(Node::Channel(key)) if !self.authorized_message(&key) => {
+                                    Err((condition::UNAUTHORIZED_ACCESS, format!("not authorized for {}", key.name)))
+                                }
+                                Ok(Node::Channel(key)) => self.publish(key, raw, ack),
+                                Ok(Node::Responses(id)) => {
+                                    self.rpc_response(&id, Msg { payload: raw.into_payload(), received_ms }, ack)
+                                }
+                                Ok(Node::Dynamic(n)) => {
+                                    self.send_to_node(n, Msg { payload: raw.into_payload(), received_ms }, ack)
+                                }
+                                Err(why) => {
+                                    Err((condition::PRECONDITION_FAILED, format!("invalid 'to' address: {why}")))
+                                }
                             }
-                            Ok(Node::Channel(key)) => self.publish(key, raw, ack),
-                            Ok(Node::Responses(id)) => {
-                                self.rpc_response(&id, Msg { payload: raw.into_payload(), received_ms }, ack)
-                            }
-                            Ok(Node::Dynamic(n)) => {
-                                self.send_to_node(n, Msg { payload: raw.into_payload(), received_ms }, ack)
-                            }
-                            Err(why) => Err((condition::PRECONDITION_FAILED, format!("invalid 'to' address: {why}"))),
-                        },
+                        }
                     },
                 }
             }
@@ -2420,7 +2415,9 @@ impl Driver {
     /// A message another connection sent to one of this connection's nodes; its
     /// outcome goes back to the producer's connection.
     fn on_node_message(&mut self, node: &str, msg: Msg, ack: Option<PublishAck>) {
-        let result = self.enqueue_node(node, msg);
+        // A closing connection sends nothing more: accepted, it would be lost.
+        let result =
+            if self.engine.is_open() { self.enqueue_node(node, msg) } else { Err(PublishRefusal::NodeUnreachable) };
         match ack {
             Some(ack) => self.route(ShardMsg::PublishDone { ack, result }),
             None if result.is_err() => add(&self.shard.counters.transfers_in_dropped, 1),
@@ -2487,7 +2484,7 @@ impl Driver {
             Some(ttl) => (ttl as u64).clamp(1000, default_ms * 10),
             None => default_ms,
         };
-        let nonce = self.random();
+        let nonce = self.shard.random_u64();
         let seq = self.next_request;
         self.next_request += 1;
         // "/responses/<shard>.<conn>.<seq>.<nonce>": the request id is the tail.
@@ -2799,6 +2796,25 @@ fn jms_hint(caps: Option<&sluice_proto::codec::Symbols>) -> Option<&'static str>
     }
 }
 
+/// For a bare `to` on the anonymous terminus: the JMS destination type the message
+/// names in its `x-opt-jms-dest` annotation (set by Qpid JMS: 0 queue, 1 topic, 2
+/// temporary queue, 3 temporary topic) as the terminus capability hint a sender attached
+/// to that address would give (`queue` → queues, `topic` → events). Not read for other
+/// addresses: their prefix says.
+fn jms_dest_hint(raw: &sluice_proto::types::RawMessage, to: &str) -> Option<&'static str> {
+    let bare = to.strip_prefix('/').unwrap_or(to);
+    if bare.contains('/') || bare.starts_with(address::DYNAMIC_PREFIX) {
+        return None;
+    }
+    let annotations = raw.message_annotations().ok()??;
+    let (_, kind) = annotations.iter().find(|(k, _)| k.as_str() == Some("x-opt-jms-dest"))?;
+    match kind {
+        Value::Byte(0 | 2) | Value::Ubyte(0 | 2) => Some("queue"),
+        Value::Byte(1 | 3) | Value::Ubyte(1 | 3) => Some("topic"),
+        _ => None,
+    }
+}
+
 fn has_selector(f: &Fields) -> bool {
     selector_text(f).is_some()
 }
@@ -2900,21 +2916,9 @@ pub(crate) fn legacy_durable_identity(sanitized: &str, link_name: &str) -> Strin
     format!("{}_{}_{h:08x}", sanitize(sanitized, 40), sanitize(link_name, 40))
 }
 
-/// A seed for the driver's generator, from the OS.
 /// A publish refusal as the (condition, description) a message is rejected with.
 fn refusal(why: PublishRefusal) -> Refusal {
     (why.condition(), why.description().to_owned())
-}
-
-fn seed() -> u64 {
-    use std::io::Read;
-    let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        if f.read_exact(&mut b).is_ok() {
-            return u64::from_ne_bytes(b) | 1;
-        }
-    }
-    (wall_ms() ^ 0x9e37_79b9_7f4a_7c15) | 1
 }
 
 /// Drop the deadlines of requests already answered once they outnumber the pending

@@ -67,24 +67,44 @@ pub struct Global {
     pub epoch: std::time::Instant,
 }
 
+/// Bytes of what other connections sent one connection (messages for its dynamic nodes,
+/// RPC responses) that may wait in its inbox, at most: a driver blocked writing to a
+/// peer that does not read takes nothing from its inbox, and nothing else bounds
+/// these (what homes send is bounded by credit). One always enters an empty inbox.
+pub const INBOX_FOREIGN_BYTES_MAX: u64 = 64 << 20;
+
 /// Messages for one connection, and how to wake its driver.
 #[derive(Default)]
 pub struct Inbox {
     queue: RefCell<Vec<ShardMsg>>,
     waker: Cell<Option<Waker>>,
+    /// Bytes of the queued messages other connections sent ([`INBOX_FOREIGN_BYTES_MAX`]).
+    foreign: Cell<u64>,
 }
 
 impl Inbox {
-    /// Queue a message and wake the driver.
-    pub fn push(&self, m: ShardMsg) {
+    /// Queue a message and wake the driver; a message from another connection that
+    /// would pass [`INBOX_FOREIGN_BYTES_MAX`] is given back.
+    pub fn push(&self, m: ShardMsg) -> Result<(), ShardMsg> {
+        if let ShardMsg::NodeMessage { msg, .. } | ShardMsg::RpcResponse { msg, .. } = &m {
+            // An empty message counts too: the count of them is bounded as well.
+            let size = msg.payload.len() as u64 + 64;
+            let held = self.foreign.get();
+            if held > 0 && held.saturating_add(size) > INBOX_FOREIGN_BYTES_MAX {
+                return Err(m);
+            }
+            self.foreign.set(held + size);
+        }
         self.queue.borrow_mut().push(m);
         if let Some(w) = self.waker.take() {
             w.wake();
         }
+        Ok(())
     }
 
     /// Take every queued message.
     pub fn drain(&self, into: &mut Vec<ShardMsg>) {
+        self.foreign.set(0);
         let mut q = self.queue.borrow_mut();
         if into.is_empty() {
             // The usual case: trade buffers, nothing is copied.
@@ -195,6 +215,19 @@ pub struct Shard {
     /// TLS acceptor when the TLS listener is on: serves this shard's TLS connections
     /// and those handed over by other shards.
     pub tls: Option<futures_rustls::TlsAcceptor>,
+    /// Random bytes from the OS not yet used ([`Shard::random_bytes`]), and how many
+    /// of them were.
+    random: RefCell<(Box<[u8; 4096]>, usize)>,
+}
+
+/// Fill `buf` from the kernel's random source (`/dev/urandom`). On a failure the
+/// process exits: names other connections could guess are worse than no broker.
+fn fill_random(buf: &mut [u8]) {
+    use std::io::Read;
+    if let Err(e) = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf)) {
+        tracing::error!(error = %e, "cannot read /dev/urandom");
+        std::process::exit(1);
+    }
 }
 
 impl Shard {
@@ -379,14 +412,18 @@ impl Shard {
     fn to_inbox_cached(&self, conn: u64, m: ShardMsg, last: &mut Option<(u64, Rc<Inbox>)>) {
         if let Some((c, inbox)) = last.as_ref() {
             if *c == conn {
-                inbox.push(m);
+                if let Err(m) = inbox.push(m) {
+                    self.refused_by_inbox(m);
+                }
                 return;
             }
         }
         let inbox = self.conns.borrow().get(&conn).cloned();
         match inbox {
             Some(inbox) => {
-                inbox.push(m);
+                if let Err(m) = inbox.push(m) {
+                    self.refused_by_inbox(m);
+                }
                 *last = Some((conn, inbox));
             }
             None => self.orphan(m),
@@ -397,9 +434,49 @@ impl Shard {
     fn to_inbox(&self, conn: u64, m: ShardMsg) {
         let inbox = self.conns.borrow().get(&conn).cloned();
         match inbox {
-            Some(inbox) => inbox.push(m),
+            Some(inbox) => {
+                if let Err(m) = inbox.push(m) {
+                    self.refused_by_inbox(m);
+                }
+            }
             None => self.orphan(m),
         }
+    }
+
+    /// A message another connection sent that a connection's inbox cannot take
+    /// ([`INBOX_FOREIGN_BYTES_MAX`]): refused as a full node, or dropped and counted.
+    fn refused_by_inbox(&self, m: ShardMsg) {
+        match m {
+            ShardMsg::NodeMessage { ack: Some(ack), .. } => {
+                self.route(ShardMsg::PublishDone { ack, result: Err(PublishRefusal::NodeFull) });
+            }
+            ShardMsg::NodeMessage { ack: None, .. } => metrics::add(&self.counters.transfers_in_dropped, 1),
+            ShardMsg::RpcResponse { .. } => metrics::add(&self.counters.rpc_late_responses, 1),
+            _ => {}
+        }
+    }
+
+    /// `out.len()` bytes from the operating system's random source (a pool refilled
+    /// 4 KiB at a time): dynamic node names and RPC request nonces, which other
+    /// connections must not be able to guess from the ones they see.
+    pub fn random_bytes(&self, out: &mut [u8]) {
+        let mut pool = self.random.borrow_mut();
+        let (buf, used) = &mut *pool;
+        for b in out.iter_mut() {
+            if *used == buf.len() {
+                fill_random(&mut buf[..]);
+                *used = 0;
+            }
+            *b = buf[*used];
+            *used += 1;
+        }
+    }
+
+    /// A random u64 from [`Self::random_bytes`].
+    pub fn random_u64(&self) -> u64 {
+        let mut b = [0u8; 8];
+        self.random_bytes(&mut b);
+        u64::from_ne_bytes(b)
     }
 
     /// A message for a connection that is gone: give back what must not be lost.
@@ -553,6 +630,7 @@ async fn shard_main(
         registry: RefCell::new(metrics::Registry::default()),
         journals: [qj, ej],
         tls,
+        random: RefCell::new((Box::new([0; 4096]), 4096)),
     });
     if durable {
         for (kind, sizes, j) in logs {

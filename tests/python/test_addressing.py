@@ -3,7 +3,8 @@ pattern), channel validation and the attach-time refusals."""
 
 import pytest
 
-from amqp_harness import Capabilities, Delivery, Link, LinkProperties, Message, SettleModes, uid
+from amqp_harness import Capabilities, Delivery, Harness, Link, LinkProperties, Message, SettleModes, uid
+from proton import byte, symbol
 from proton.reactor import Copy, Move
 
 ACCEPTED = Delivery.ACCEPTED
@@ -150,6 +151,80 @@ def test_a_full_dynamic_node_refuses_other_connections(broker, amqp):
     assert "dynamic node is full" in (cond.description or ""), cond
     node.flow(5)
     assert [m.body for m in node.take(5)] == [0, 1, 2, 3, 4]
+
+
+def test_dynamic_node_names_do_not_tell_each_other(broker, amqp):
+    """Other connections may send to a node whose name they know, so one name must not
+    tell a connection's others. The names were two outputs each of a per-connection
+    xorshift64* generator: its output is its state times an odd constant, so the last
+    8 bytes of one name gave the state and with it every later name."""
+    mult = 0x2545F4914F6CDD1D
+    inverse = pow(mult, -1, 1 << 64)
+
+    def successor(output):
+        x = (output * inverse) % (1 << 64)
+        x ^= x >> 12
+        x ^= (x << 25) % (1 << 64)
+        x ^= x >> 27
+        return (x * mult) % (1 << 64)
+
+    c = amqp.connect(broker.url)
+    names = [c.receiver(None, dynamic=True).remote_address for _ in range(8)]
+    raw = [bytes.fromhex(n.rsplit(".", 1)[1].replace("-", "")) for n in names]
+    assert len(set(raw)) == len(raw), names
+    for a, b in zip(raw, raw[1:]):
+        assert successor(int.from_bytes(a[8:], "big")) != int.from_bytes(b[:8], "big"), names
+
+
+def test_a_dynamic_node_whose_connection_stops_reading_refuses_other_connections(broker_factory, amqp):
+    """The node's connection stops reading its socket: its driver waits for the socket
+    and takes nothing from its inbox. Messages other connections send it are refused
+    "dynamic node is full" once 64 MiB wait there; those that did get in are answered
+    when the write timeout drops the connection. Before, every message waited there,
+    unanswered and held in memory, until then: no limit (with no write timeout, for ever)."""
+    b = broker_factory(SLUICE_WRITE_TIMEOUT_SECONDS="5")
+    owner_h = Harness()
+    try:
+        owner = owner_h.connect(b.url)
+        node = owner.receiver(None, dynamic=True, credit=100000)
+        addr = node.remote_address
+        # From here the owner's harness is never pumped: its socket is not read.
+        c = amqp.connect(b.url)
+        s = c.sender(addr)
+        payload = b"x" * (1 << 20)
+        ds = []
+        for _ in range(200):
+            s.wait_credit()
+            ds.append(s.send(Message(body=payload)))
+        s.wait_settled(ds, timeout=60)
+        conds = [d.remote.condition for d in ds if d.remote_state == REJECTED]
+        assert all(d.remote_state in (ACCEPTED, REJECTED) for d in ds), [d.remote_state for d in ds]
+        full = [x for x in conds if x is not None and x.name == "amqp:resource-limit-exceeded"
+                and "dynamic node is full" in (x.description or "")]
+        gone = [x for x in conds if x is not None and x.name == "amqp:precondition-failed"
+                and "unreachable dynamic node" in (x.description or "")]
+        assert len(full) + len(gone) == len(conds), conds
+        assert full, f"no message refused as full ({len(gone)} unreachable, {len(ds) - len(conds)} accepted)"
+    finally:
+        owner_h.close()
+
+
+@pytest.mark.parametrize("kind,pattern", [(0, "queues"), (1, "events"), (2, "queues"), (3, "events")])
+def test_anonymous_bare_to_follows_the_jms_destination_annotation(broker, amqp, kind, pattern):
+    """Qpid JMS sends through the anonymous terminus when the broker offers
+    ANONYMOUS-RELAY, naming a bare destination's type in `x-opt-jms-dest` (0 queue, 1
+    topic, 2 temporary queue, 3 temporary topic): a topic must reach events, as a
+    sender attached with the capability `topic` does."""
+    name = uid("jms")
+    c = amqp.connect(broker.url)
+    r = c.receiver(f"{pattern}/{name}", credit=10)
+    amqp.pump(0.2)
+    s = c.sender(None)
+    s.wait_credit()
+    m = Message(body="hi", address=name, annotations={symbol("x-opt-jms-dest"): byte(kind)})
+    d = s.send_and_wait(m)
+    assert d.remote_state == ACCEPTED, d.remote.condition
+    assert [x.body for x in r.take(1)] == ["hi"]
 
 
 # ------------------------------------------------------------------ bare addresses
