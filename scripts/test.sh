@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need
-# (Python venv with python-qpid-proton and pytest, rhea from npm), builds,
+# (Debian packages where missing, a Python venv with python-qpid-proton, pytest and
+# tornado, rhea, mocha and minimist from npm), builds,
 # checks formatting and lints, then runs every Rust, Python and Node test
 # against the real broker binary on loopback.
 set -euo pipefail
@@ -8,9 +9,23 @@ cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 step() { printf '\n==> %s\n' "$*"; }
 
-step "promtool (Debian's prometheus package) for the deploy/prometheus checks"
-command -v promtool >/dev/null || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-  apt-get install -y -qq --no-install-recommends prometheus >/dev/null)
+step "Debian packages the tests need, where missing"
+# promtool (prometheus) for the deploy/prometheus checks; Node.js and npm for rhea;
+# python3-venv for the venv; a C compiler and Python's headers, which
+# python-qpid-proton's source build needs; openssl for the TLS tests' certificates.
+need=()
+command -v promtool >/dev/null || need+=(prometheus)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
+command -v cc >/dev/null || need+=(gcc libc6-dev)
+[ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need+=(python3-dev)
+command -v openssl >/dev/null || need+=(openssl)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "installing: ${need[*]}"
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
 
 step "libfaketime (Debian) for tests/clock.rs: the broker's wall clock stepped while it runs"
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || (apt-get update -qq && \

@@ -123,7 +123,7 @@ async fn events_reach_every_subscriber_with_fe2o3() {
 }
 
 #[tokio::test]
-async fn an_events_store_replay_from_the_first_event_with_fe2o3() {
+async fn an_events_store_replay_from_sequence_3_with_fe2o3() {
     let b = Broker::start(&[]);
     let (mut connection, mut session) = open(&b, "fe2o3-store").await;
     let mut sender = Sender::attach(&mut session, "es-sender", "events-store/fe2o3-es").await.unwrap();
