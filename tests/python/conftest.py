@@ -224,10 +224,15 @@ def _failed(request):
     return rep is not None and rep.failed
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "watchdog(seconds): this test's own watchdog (default 90 s)")
+
+
 @pytest.fixture(autouse=True)
-def _watchdog():
+def _watchdog(request):
     # A last resort against a hang: dump every thread's stack and exit.
-    faulthandler.dump_traceback_later(PER_TEST_WATCHDOG_S, exit=True)
+    mark = request.node.get_closest_marker("watchdog")
+    faulthandler.dump_traceback_later(mark.args[0] if mark else PER_TEST_WATCHDOG_S, exit=True)
     yield
     faulthandler.cancel_dump_traceback_later()
 
