@@ -21,15 +21,13 @@ python3 -c 'import ensurepip' 2>/dev/null || need+=(python3-venv)
 command -v cc >/dev/null || need+=(gcc libc6-dev)
 [ -e "$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["include"])')/Python.h" ] || need+=(python3-dev)
 command -v openssl >/dev/null || need+=(openssl)
+# libfaketime for tests/clock.rs: the broker's wall clock stepped while it runs.
+[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(libfaketime)
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
-
-step "libfaketime (Debian) for tests/clock.rs: the broker's wall clock stepped while it runs"
-[ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || (apt-get update -qq && \
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends libfaketime >/dev/null)
 
 step "toolchain checks: rustfmt, clippy"
 cargo fmt --all -- --check

@@ -95,12 +95,31 @@ pub enum Node {
     Channel(ChannelKey),
     /// `responses/<RequestID>` (write-only).
     Responses(String),
-    /// A dynamic node `_amqp10.tmp.<conn>.<uuid>` (possibly another connection's).
+    /// A dynamic node `_amqp10.tmp.<shard>-<conn>.<uuid>` (possibly another connection's).
     Dynamic(String),
 }
 
 /// Prefix of dynamic node names.
 pub const DYNAMIC_PREFIX: &str = "_amqp10.tmp.";
+
+/// A dynamic node's name: `_amqp10.tmp.<shard>-<conn>.<uuid>`, naming the connection
+/// that owns it, so that another connection's messages find it ([`dynamic_node_owner`]).
+pub fn dynamic_node_name(shard: u16, conn: u64, uuid: &str) -> String {
+    format!("{DYNAMIC_PREFIX}{shard}-{conn}.{uuid}")
+}
+
+/// The shard and connection a dynamic node's name says own it; None for a name not of
+/// that form (decimal digits only: no sign, no overflow).
+pub fn dynamic_node_owner(name: &str) -> Option<(u16, u64)> {
+    let rest = name.strip_prefix(DYNAMIC_PREFIX)?;
+    let (owner, _) = rest.split_once('.')?;
+    let (shard, conn) = owner.split_once('-')?;
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if !digits(shard) || !digits(conn) {
+        return None;
+    }
+    Some((shard.parse().ok()?, conn.parse().ok()?))
+}
 
 /// Resolve an address. `hint` is the terminus capabilities' JMS hint (`queue` or
 /// `topic`), `default` the configured default pattern for bare addresses.
@@ -177,6 +196,29 @@ pub fn validate_channel(ch: &str) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_dynamic_node_name_names_its_owner() {
+        let n = dynamic_node_name(1, 42, "0a1b2c3d-0000-1111-2222-333344445555");
+        assert_eq!(n, "_amqp10.tmp.1-42.0a1b2c3d-0000-1111-2222-333344445555");
+        assert_eq!(dynamic_node_owner(&n), Some((1, 42)));
+        assert_eq!(dynamic_node_owner("_amqp10.tmp.0-0.x"), Some((0, 0)));
+        for bad in [
+            "_amqp10.tmp.1-42",       // no uuid part
+            "_amqp10.tmp.142.uuid",   // no shard separator
+            "_amqp10.tmp.-42.uuid",   // no shard
+            "_amqp10.tmp.1-.uuid",    // no connection
+            "_amqp10.tmp.+1-42.uuid", // a sign
+            "_amqp10.tmp.1-+42.uuid",
+            "_amqp10.tmp.65536-1.uuid",                // shard over u16
+            "_amqp10.tmp.1-18446744073709551616.uuid", // connection over u64
+            "_amqp10.tmp.1 -42.uuid",
+            "queues/_amqp10.tmp.1-42.uuid",
+            "_amqp10.tmp.",
+        ] {
+            assert_eq!(dynamic_node_owner(bad), None, "{bad}");
+        }
+    }
 
     #[test]
     fn prefixes_and_leading_slash() {

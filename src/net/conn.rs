@@ -1038,7 +1038,7 @@ impl Driver {
         // the names a connection has shown must not tell its others.
         let mut r = [0u8; 16];
         self.shard.random_bytes(&mut r);
-        let name = format!("{}{}-{}.{}", address::DYNAMIC_PREFIX, self.shard.id, self.id, message::uuid_string(&r));
+        let name = address::dynamic_node_name(self.shard.id, self.id, &message::uuid_string(&r));
         self.nodes.insert(name.clone(), NodeState::default());
         name
     }
@@ -2369,10 +2369,7 @@ impl Driver {
     /// names them: `_amqp10.tmp.<shard>-<conn>.<uuid>`); None for this connection's,
     /// or an address that names no connection of this broker.
     fn node_owner(&self, node: &str) -> Option<(u16, u64)> {
-        let rest = node.strip_prefix(address::DYNAMIC_PREFIX)?;
-        let (owner, _) = rest.split_once('.')?;
-        let (shard, conn) = owner.split_once('-')?;
-        let (shard, conn) = (shard.parse::<u16>().ok()?, conn.parse::<u64>().ok()?);
+        let (shard, conn) = address::dynamic_node_owner(node)?;
         let mine = shard == self.shard.id && conn == self.id;
         ((shard as usize) < self.shard.shards && !mine).then_some((shard, conn))
     }
@@ -2603,7 +2600,7 @@ impl Driver {
                         if why.backs_off() {
                             self.back_off(link, ack.delivery_id);
                         }
-                        self.refuse_message(link, Some(ack), (why.condition(), why.description().to_owned()));
+                        self.refuse_message(link, Some(ack), refusal(why));
                     }
                 }
             }

@@ -70,7 +70,8 @@ pub struct Global {
 /// Bytes of what other connections sent one connection (messages for its dynamic nodes,
 /// RPC responses) that may wait in its inbox, at most: a driver blocked writing to a
 /// peer that does not read takes nothing from its inbox, and nothing else bounds
-/// these (what homes send is bounded by credit). One always enters an empty inbox.
+/// these (what homes send is bounded by credit). One always enters an inbox that holds
+/// none of them.
 pub const INBOX_FOREIGN_BYTES_MAX: u64 = 64 << 20;
 
 /// Messages for one connection, and how to wake its driver.
@@ -86,9 +87,14 @@ impl Inbox {
     /// Queue a message and wake the driver; a message from another connection that
     /// would pass [`INBOX_FOREIGN_BYTES_MAX`] is given back.
     pub fn push(&self, m: ShardMsg) -> Result<(), ShardMsg> {
-        if let ShardMsg::NodeMessage { msg, .. } | ShardMsg::RpcResponse { msg, .. } = &m {
-            // An empty message counts too: the count of them is bounded as well.
-            let size = msg.payload.len() as u64 + 64;
+        let foreign = match &m {
+            ShardMsg::NodeMessage { msg, node, .. } => Some(msg.payload.len() + node.len()),
+            ShardMsg::RpcResponse { msg, .. } => Some(msg.payload.len()),
+            _ => None,
+        };
+        if let Some(len) = foreign {
+            // With the message's own slot: many small ones are bounded as well.
+            let size = (len + std::mem::size_of::<ShardMsg>()) as u64;
             let held = self.foreign.get();
             if held > 0 && held.saturating_add(size) > INBOX_FOREIGN_BYTES_MAX {
                 return Err(m);
@@ -220,13 +226,28 @@ pub struct Shard {
     random: RefCell<(Box<[u8; 4096]>, usize)>,
 }
 
-/// Fill `buf` from the kernel's random source (`/dev/urandom`). On a failure the
-/// process exits: names other connections could guess are worse than no broker.
+/// Fill `buf` from the kernel's random source: getrandom(2), which needs no file
+/// descriptor (a broker at its descriptor limit still gets its bytes) and fails on Linux
+/// 3.17 and later only for a bad buffer or an interruption (retried). Should it fail for
+/// another reason the process exits: names other connections could guess are worse than
+/// no broker.
+#[allow(unsafe_code)]
 fn fill_random(buf: &mut [u8]) {
-    use std::io::Read;
-    if let Err(e) = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(buf)) {
-        tracing::error!(error = %e, "cannot read /dev/urandom");
-        std::process::exit(1);
+    let mut at = 0;
+    while at < buf.len() {
+        let rest = &mut buf[at..];
+        // SAFETY: the pointer and length describe `rest`, writable and owned by the caller
+        // for the duration of the call.
+        let n = unsafe { libc::getrandom(rest.as_mut_ptr().cast(), rest.len(), 0) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            tracing::error!(error = %e, "getrandom failed");
+            std::process::exit(1);
+        }
+        at += n as usize;
     }
 }
 
@@ -412,18 +433,14 @@ impl Shard {
     fn to_inbox_cached(&self, conn: u64, m: ShardMsg, last: &mut Option<(u64, Rc<Inbox>)>) {
         if let Some((c, inbox)) = last.as_ref() {
             if *c == conn {
-                if let Err(m) = inbox.push(m) {
-                    self.refused_by_inbox(m);
-                }
+                self.push_to(inbox, m);
                 return;
             }
         }
         let inbox = self.conns.borrow().get(&conn).cloned();
         match inbox {
             Some(inbox) => {
-                if let Err(m) = inbox.push(m) {
-                    self.refused_by_inbox(m);
-                }
+                self.push_to(&inbox, m);
                 *last = Some((conn, inbox));
             }
             None => self.orphan(m),
@@ -434,26 +451,30 @@ impl Shard {
     fn to_inbox(&self, conn: u64, m: ShardMsg) {
         let inbox = self.conns.borrow().get(&conn).cloned();
         match inbox {
-            Some(inbox) => {
-                if let Err(m) = inbox.push(m) {
-                    self.refused_by_inbox(m);
-                }
-            }
+            Some(inbox) => self.push_to(&inbox, m),
             None => self.orphan(m),
         }
     }
 
-    /// A message another connection sent that a connection's inbox cannot take
-    /// ([`INBOX_FOREIGN_BYTES_MAX`]): refused as a full node, or dropped and counted.
-    fn refused_by_inbox(&self, m: ShardMsg) {
+    /// Into a connection's inbox; what another connection sent that it cannot take
+    /// ([`INBOX_FOREIGN_BYTES_MAX`]) is refused as a full node, or dropped and counted.
+    fn push_to(&self, inbox: &Inbox, m: ShardMsg) {
+        if let Err(m) = inbox.push(m) {
+            self.not_taken(m, PublishRefusal::NodeFull);
+        }
+    }
+
+    /// A message another connection sent that its connection did not take: a dynamic
+    /// node's message is refused with `why` (or dropped and counted when pre-settled),
+    /// an RPC response is counted as late. False for other messages.
+    fn not_taken(&self, m: ShardMsg, why: PublishRefusal) -> bool {
         match m {
-            ShardMsg::NodeMessage { ack: Some(ack), .. } => {
-                self.route(ShardMsg::PublishDone { ack, result: Err(PublishRefusal::NodeFull) });
-            }
+            ShardMsg::NodeMessage { ack: Some(ack), .. } => self.route(ShardMsg::PublishDone { ack, result: Err(why) }),
             ShardMsg::NodeMessage { ack: None, .. } => metrics::add(&self.counters.transfers_in_dropped, 1),
             ShardMsg::RpcResponse { .. } => metrics::add(&self.counters.rpc_late_responses, 1),
-            _ => {}
+            _ => return false,
         }
+        true
     }
 
     /// `out.len()` bytes from the operating system's random source (a pool refilled
@@ -486,12 +507,10 @@ impl Shard {
                 // The link's Unsubscribe (sent when the connection ended) returns
                 // every unsettled delivery; nothing to do here.
             }
-            ShardMsg::RpcResponse { .. } => metrics::add(&self.counters.rpc_late_responses, 1),
             // The node's connection is gone, and the node with it.
-            ShardMsg::NodeMessage { ack: Some(ack), .. } => {
-                self.route(ShardMsg::PublishDone { ack, result: Err(PublishRefusal::NodeUnreachable) });
+            m @ (ShardMsg::RpcResponse { .. } | ShardMsg::NodeMessage { .. }) => {
+                self.not_taken(m, PublishRefusal::NodeUnreachable);
             }
-            ShardMsg::NodeMessage { ack: None, .. } => metrics::add(&self.counters.transfers_in_dropped, 1),
             // The responder's connection went while the request was on its way (after
             // its Unsubscribe): another responder.
             ShardMsg::DeliverRequest { key, msg, deadline_ms, .. } => {
@@ -783,5 +802,52 @@ async fn outbox_pump(shard: Rc<Shard>, senders: Rc<Senders<Vec<ShardMsg>>>, peer
                 .await
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::broker::{Msg, PublishAck, SubRef};
+    use bytes::Bytes;
+
+    fn node_message(len: usize) -> ShardMsg {
+        ShardMsg::NodeMessage {
+            shard: 0,
+            conn: 1,
+            node: "_amqp10.tmp.0-1.x".into(),
+            msg: Msg { payload: Bytes::from(vec![0u8; len]), received_ms: 0 },
+            ack: Some(PublishAck { link: SubRef { shard: 1, conn: 2, link: 3 }, delivery_id: 4 }),
+        }
+    }
+
+    #[test]
+    fn an_inbox_takes_other_connections_messages_up_to_its_limit_between_drains() {
+        let inbox = Inbox::default();
+        let mib = 1 << 20;
+        // One always enters, however large.
+        assert!(inbox.push(node_message(200 * mib)).is_ok());
+        assert!(inbox.push(node_message(1)).is_err(), "past the limit");
+        // What the homes send is not counted (credit bounds it).
+        assert!(inbox.push(ShardMsg::Shutdown { conn: 1 }).is_ok());
+        let mut taken = Vec::new();
+        inbox.drain(&mut taken);
+        assert_eq!(taken.len(), 2);
+        // A drain makes room again; many small ones count their slots too.
+        let mut n = 0;
+        while inbox.push(node_message(0)).is_ok() {
+            n += 1;
+            assert!(n < 10_000_000, "no limit on empty messages");
+        }
+        let slot = std::mem::size_of::<ShardMsg>() + "_amqp10.tmp.0-1.x".len();
+        assert_eq!(n, INBOX_FOREIGN_BYTES_MAX as usize / slot);
+        let rpc = ShardMsg::RpcResponse {
+            shard: 0,
+            conn: 1,
+            seq: 1,
+            nonce: 1,
+            msg: Msg { payload: Bytes::from_static(b"r"), received_ms: 0 },
+        };
+        assert!(inbox.push(rpc).is_err(), "RPC responses share the limit");
     }
 }

@@ -7,7 +7,8 @@ installed here), vendored unchanged in tests/third_party/qpid-proton-examples.
 Its brokered tests expect a broker on localhost:5672 with the bare address `examples`
 (sluice's default pattern: queues). Some examples cannot be told another port, so the
 suite runs in a network namespace of its own, with a sluice of its own on 5672 there
-(`unshare --net`: needs root, as CI has; skipped otherwise), started by
+(`unshare --net --pid`: needs root, as CI has; skipped without root, failed when root
+cannot make one), started by
 tests/third_party/netns_suite.py. (rhea's example suite runs the same way from the Node
 tests, tests/node/examples.test.js.)
 
@@ -38,7 +39,7 @@ two clients, and compares what arrives with what was sent:
 
 import os
 import re
-import shutil
+import signal
 import subprocess
 import sys
 
@@ -62,41 +63,50 @@ PASSING = [
 ]
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
-                    reason="needs root and unshare(1) for a network namespace of its own")
+def with_our_python(env):
+    """The suites run their programs through PATH (`#!/usr/bin/env python3`, `python3`):
+    this interpreter's directory first, so they get its proton."""
+    return dict(env, PATH=os.path.dirname(sys.executable) + os.pathsep + env.get("PATH", ""))
+
+
+def run_group(args, timeout, **kw):
+    """Run `args` in a session of its own; on a timeout kill the whole group (a suite's
+    workers and the programs they started), not only its first process."""
+    with subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                          start_new_session=True, **kw) as p:
+        try:
+            out, _ = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)
+            out, _ = p.communicate()
+            return None, out
+        return p.returncode, out
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root for a network namespace of its own")
+@pytest.mark.watchdog(110)
 def test_proton_example_suite_passes_against_sluice(tmp_path):
     tests = [f"test_examples.py::ExamplesTest::{t}" for t in PASSING]
-    # The suite runs each example as a program found on PATH (`#!/usr/bin/env python3`):
-    # this interpreter's directory first, so they get its proton.
-    env = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""))
-    r = subprocess.run(
-        ["unshare", "--net", sys.executable, RUNNER, SLUICE_BIN, str(tmp_path), EXAMPLES,
-         sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", *tests],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=80, env=env)
-    out = r.stdout
+    rc, out = run_group(
+        ["unshare", "--net", "--pid", "--fork", "--kill-child", sys.executable, RUNNER, SLUICE_BIN,
+         str(tmp_path), EXAMPLES, sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", "-q", *tests],
+        timeout=95, env=with_our_python(os.environ))
     log = tmp_path / "sluice.log"
     detail = out + ("\n--- sluice log ---\n" + log.read_text(errors="replace") if log.exists() else "")
-    assert r.returncode == 0, detail
+    assert rc == 0, detail
     passed = set(re.findall(r"^PASSED test_examples\.py::ExamplesTest::(\w+)", out, re.M))
     assert passed == set(PASSING), detail
 
 
-def qit_env():
-    """The suite's shims run `python3` and `node` from PATH: this interpreter's first (its
-    proton), and rhea from the Node tests' modules (scripts/test.sh installs them first)."""
-    return dict(os.environ,
-                PATH=os.path.dirname(sys.executable) + os.pathsep + os.environ.get("PATH", ""),
-                PYTHONPATH=os.path.join(QIT, "src"),
-                NODE_PATH=os.path.join(ROOT, "tests", "node", "node_modules"))
-
-
 def run_qit(args, timeout, **env):
-    r = subprocess.run(args, cwd=QIT, env=dict(qit_env(), **env), stdout=subprocess.PIPE,
-                       stderr=subprocess.STDOUT, text=True, timeout=timeout)
-    return r.returncode, r.stdout
+    """The suite's shims run `python3` (ours) and `node` (rhea from the Node tests'
+    modules, which scripts/test.sh installs first) from PATH."""
+    env = dict(with_our_python(os.environ), PYTHONPATH=os.path.join(QIT, "src"),
+               NODE_PATH=os.path.join(ROOT, "tests", "node", "node_modules"), **env)
+    return run_group(args, timeout, cwd=QIT, env=env)
 
 
-@pytest.mark.watchdog(200)
+@pytest.mark.watchdog(210)
 def test_qpid_interop_test_amqp_types_pass_through_sluice(broker_factory):
     b = broker_factory()
     shims = QIT_SHIMS.split(",")
@@ -114,7 +124,7 @@ def test_qpid_interop_test_amqp_types_pass_through_sluice(broker_factory):
     assert passed + len(xfails) == 88 and passed >= 82, out
 
 
-@pytest.mark.watchdog(200)
+@pytest.mark.watchdog(210)
 def test_qpid_interop_test_amqp_headers_pass_through_sluice(broker_factory):
     b = broker_factory()
     pairs = [f"{s}->{r}" for s in QIT_SHIMS.split(",") for r in QIT_SHIMS.split(",")]
@@ -129,7 +139,7 @@ def test_qpid_interop_test_amqp_headers_pass_through_sluice(broker_factory):
     assert " failed" not in out, out
 
 
-@pytest.mark.watchdog(300)
+@pytest.mark.watchdog(330)
 def test_qpid_interop_test_large_content_passes_through_sluice(broker_factory):
     default = broker_factory()
     small = broker_factory(CONNECTORS_AMQP10_MAX_FRAME_SIZE="4096")
