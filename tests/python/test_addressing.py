@@ -83,15 +83,21 @@ def test_open_offers_anonymous_relay(broker, amqp):
 
 def test_other_connections_reach_a_dynamic_node(broker, amqp):
     """A reply node (a temporary queue) is reached from every connection of the broker:
-    by an anonymous sender's `to` and by a sender attached to its address. Several
-    connections, so that some sit on the node's shard and some on the other one."""
+    by an anonymous sender's `to` and by a sender attached to its address, from the
+    node's shard and from the other one (a connection's shard is in the name of a node
+    it makes: `_amqp10.tmp.<shard>-<conn>.<uuid>`)."""
+    def shard_of(address):
+        return address[len("_amqp10.tmp."):].split("-", 1)[0]
+
     owner = amqp.connect(broker.url)
     node = owner.receiver(None, dynamic=True, credit=100)
     addr = node.remote_address
     assert addr and addr.startswith("_amqp10.tmp."), addr
-    sent = []
-    for i in range(3):
+    sent, shards = [], set()
+    # Connections go to the shard with the fewest: a few reach both.
+    for i in range(10):
         c = amqp.connect(broker.url)
+        shards.add(shard_of(c.receiver(None, dynamic=True).remote_address) == shard_of(addr))
         anon = c.sender(None)
         anon.wait_credit()
         d = anon.send_and_wait(Message(body=f"anon-{i}", address=addr))
@@ -101,6 +107,9 @@ def test_other_connections_reach_a_dynamic_node(broker, amqp):
         d = fixed.send_and_wait(Message(body=f"fixed-{i}"))
         assert d.remote_state == ACCEPTED, (i, d.remote.condition)
         sent += [f"anon-{i}", f"fixed-{i}"]
+        if i >= 2 and shards == {True, False}:
+            break
+    assert shards == {True, False}, "every sender was on one side of the node's shard"
     assert [m.body for m in node.take(len(sent))] == sent
 
 
