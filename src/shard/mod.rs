@@ -466,15 +466,14 @@ impl Shard {
 
     /// A message another connection sent that its connection did not take: a dynamic
     /// node's message is refused with `why` (or dropped and counted when pre-settled),
-    /// an RPC response is counted as late. False for other messages.
-    fn not_taken(&self, m: ShardMsg, why: PublishRefusal) -> bool {
+    /// an RPC response is counted as late.
+    fn not_taken(&self, m: ShardMsg, why: PublishRefusal) {
         match m {
             ShardMsg::NodeMessage { ack: Some(ack), .. } => self.route(ShardMsg::PublishDone { ack, result: Err(why) }),
             ShardMsg::NodeMessage { ack: None, .. } => metrics::add(&self.counters.transfers_in_dropped, 1),
             ShardMsg::RpcResponse { .. } => metrics::add(&self.counters.rpc_late_responses, 1),
-            _ => return false,
+            _ => {}
         }
-        true
     }
 
     /// `out.len()` bytes from the operating system's random source (a pool refilled
@@ -509,7 +508,7 @@ impl Shard {
             }
             // The node's connection is gone, and the node with it.
             m @ (ShardMsg::RpcResponse { .. } | ShardMsg::NodeMessage { .. }) => {
-                self.not_taken(m, PublishRefusal::NodeUnreachable);
+                self.not_taken(m, PublishRefusal::NodeUnreachable)
             }
             // The responder's connection went while the request was on its way (after
             // its Unsubscribe): another responder.

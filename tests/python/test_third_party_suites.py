@@ -106,6 +106,17 @@ def run_qit(args, timeout, **env):
     return run_group(args, timeout, cwd=QIT, env=env)
 
 
+def run_qit_pytest(test_file, args, timeout, passed, **env):
+    """One of the suite's pytest files, through its own conftest (`--shims`), two
+    workers: every test run passes, `passed` of them."""
+    rc, out = run_qit([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2", test_file,
+                       "--shims", QIT_SHIMS, *args], timeout, **env)
+    assert rc == 0, out
+    m = re.search(r"(\d+) passed", out)
+    assert m and int(m.group(1)) == passed, out
+    assert " failed" not in out, out
+
+
 @pytest.mark.watchdog(210)
 def test_qpid_interop_test_amqp_types_pass_through_sluice(broker_factory):
     b = broker_factory()
@@ -130,13 +141,7 @@ def test_qpid_interop_test_amqp_headers_pass_through_sluice(broker_factory):
     pairs = [f"{s}->{r}" for s in QIT_SHIMS.split(",") for r in QIT_SHIMS.split(",")]
     deselect = [f"--deselect=tests/test_amqp_headers.py::test_amqp_header_first_acquirer[first_acquirer=False-{p}]"
                 for p in pairs]
-    args = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
-            "tests/test_amqp_headers.py", "--shims", QIT_SHIMS, *deselect]
-    rc, out = run_qit(args, timeout=180, QIT_BROKER_URL=b.url.removeprefix("amqp://"))
-    assert rc == 0, out
-    m = re.search(r"(\d+) passed", out)
-    assert m and int(m.group(1)) == 40, out
-    assert " failed" not in out, out
+    run_qit_pytest("tests/test_amqp_headers.py", deselect, 180, 40, QIT_BROKER_URL=b.url.removeprefix("amqp://"))
 
 
 @pytest.mark.watchdog(330)
@@ -145,10 +150,5 @@ def test_qpid_interop_test_large_content_passes_through_sluice(broker_factory):
     small = broker_factory(CONNECTORS_AMQP10_MAX_FRAME_SIZE="4096")
     large = broker_factory(CONNECTORS_AMQP10_MAX_FRAME_SIZE="1048576")
     urls = {"QIT_BROKER_URL": default, "QIT_BROKER_URL_SMALL_FRAME": small, "QIT_BROKER_URL_LARGE_FRAME": large}
-    rc, out = run_qit([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", "-n", "2",
-                       "tests/test_large_content.py", "--large-content", "--shims", QIT_SHIMS], timeout=280,
-                      **{k: v.url.removeprefix("amqp://") for k, v in urls.items()})
-    assert rc == 0, out
-    m = re.search(r"(\d+) passed", out)
-    assert m and int(m.group(1)) == 128, out
-    assert " failed" not in out, out
+    run_qit_pytest("tests/test_large_content.py", ["--large-content"], 280, 128,
+                   **{k: v.url.removeprefix("amqp://") for k, v in urls.items()})
