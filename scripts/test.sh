@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs what the tests need
-# (Debian packages where missing, a Python venv with python-qpid-proton, pytest and
-# tornado, rhea, mocha and minimist from npm), builds,
+# (Debian packages where missing, Go included, a Python venv with python-qpid-proton,
+# pytest and tornado, rhea, mocha and minimist from npm), builds,
 # checks formatting and lints, then runs every Rust, Python and Node test
 # against the real broker binary on loopback.
 set -euo pipefail
@@ -23,6 +23,15 @@ command -v cc >/dev/null || need+=(gcc libc6-dev)
 command -v openssl >/dev/null || need+=(openssl)
 # libfaketime for tests/clock.rs: the broker's wall clock stepped while it runs.
 [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || need+=(libfaketime)
+# Go and the Debian packages of go-amqp's test dependencies, for the go-amqp tests
+# (tests/go and go-amqp's own broker tests, vendored in tests/third_party/go-amqp; built
+# in GOPATH mode from /usr/share/gocode, no module download).
+command -v go >/dev/null || need+=(golang-go)
+for p in github.com/stretchr/testify:golang-github-stretchr-testify-dev \
+         github.com/google/go-cmp:golang-github-google-go-cmp-dev \
+         github.com/fortytw2/leaktest:golang-github-fortytw2-leaktest-dev; do
+  [ -d "/usr/share/gocode/src/${p%%:*}" ] || need+=("${p#*:}")
+done
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"
   apt-get update -qq && DEBIAN_FRONTEND=noninteractive \

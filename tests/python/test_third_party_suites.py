@@ -35,10 +35,21 @@ two clients, and compares what arrives with what was sent:
 * tests/test_large_content.py: 1 and 10 MiB binary and string bodies, large lists,
   maps and arrays below and above the frame size, through three brokers (max-frame-size
   128 KiB, 4 KiB and 1 MiB).
+
+3. go-amqp (github.com/Azure/go-amqp v1.6.0, an AMQP 1.0 client for Go written from
+scratch, vendored unchanged in tests/third_party/go-amqp), built with Debian's Go in
+GOPATH mode against the Debian packages of its test dependencies:
+* its own broker tests (integration_test.go, run with AMQP_BROKER_ADDR): 9 of its 17 pass
+  against sluice and are asserted. Not run, because the suite asks for what the reference
+  refuses by contract: five give their nodes names with spaces ("1 roundtrip, small
+  payload 123...": a channel name has no whitespace, refused amqp:not-found) and three
+  attach with rcv-settle-mode second (refused amqp:not-implemented);
+* sluice's own go-amqp tests (tests/go/sluice_test.go): every pattern through go-amqp.
 """
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -152,3 +163,61 @@ def test_qpid_interop_test_large_content_passes_through_sluice(broker_factory):
     urls = {"QIT_BROKER_URL": default, "QIT_BROKER_URL_SMALL_FRAME": small, "QIT_BROKER_URL_LARGE_FRAME": large}
     run_qit_pytest("tests/test_large_content.py", ["--large-content"], 280, 128,
                    **{k: v.url.removeprefix("amqp://") for k, v in urls.items()})
+
+
+GO_AMQP = os.path.join(ROOT, "tests", "third_party", "go-amqp")
+GO_TESTS = os.path.join(ROOT, "tests", "go")
+
+# go-amqp's broker tests (integration_test.go) that pass against sluice. The other 8 ask
+# for what the reference refuses: nodes named with spaces (TestIntegrationRoundTrip,
+# TestIntegrationRoundTrip_Buffered, TestIntegrationSessionHandleMax,
+# TestReceivingLotsOfSettledMessages and, also in rcv-settle-mode second,
+# TestIntegrationReceiverModeSecond) or rcv-settle-mode second (TestSenderExactlyOnce,
+# TestDrainingLink, TestSenderNullValue).
+GO_AMQP_PASSING = [
+    "TestIntegrationLinkName",
+    "TestIntegrationClose",
+    "TestMultipleSessionsOpenClose",
+    "TestDialWithCancelledContext",
+    "TestNewSessionWithCancelledContext",
+    "TestConcurrentSessionsOpenClose",
+    "TestReceiverModeFirst",
+    "TestNewReceiverWithCancelledContext",
+    "TestMultipleSendersSharedSession",
+]
+
+
+def go_test(tmp_path, package, run, timeout, **env):
+    """`go test -v` of `package` (an import path) in a GOPATH of its own: go-amqp as
+    vendored, tests/go as `sluicego`, the rest from Debian's /usr/share/gocode (GOPATH
+    mode: nothing is downloaded). Returns the names of the top-level tests that passed."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.fail("go not found: scripts/test.sh installs Debian's golang-go and go-amqp's test dependencies")
+    src = tmp_path / "gopath" / "src"
+    shutil.copytree(GO_AMQP, src / "github.com" / "Azure" / "go-amqp")
+    shutil.copytree(GO_TESTS, src / "sluicego")
+    env = dict(os.environ, GO111MODULE="off", GOPATH=f"{tmp_path / 'gopath'}:/usr/share/gocode", GOFLAGS="",
+               CGO_ENABLED="0", GOCACHE=os.path.join(ROOT, "target", "go-build-cache"), **env)
+    rc, out = run_group([go, "test", "-count=1", "-v", "-run", run, "."], timeout, cwd=src / package, env=env)
+    assert rc == 0, out
+    assert "--- SKIP" not in out, out
+    return set(re.findall(r"^--- PASS: (\w+) ", out, re.M)), out
+
+
+@pytest.mark.watchdog(200)
+def test_go_amqp_broker_tests_pass_against_sluice(broker_factory, tmp_path):
+    b = broker_factory()
+    passed, out = go_test(tmp_path, "github.com/Azure/go-amqp", "^(" + "|".join(GO_AMQP_PASSING) + ")$", 180,
+                          AMQP_BROKER_ADDR=b.url)
+    assert passed == set(GO_AMQP_PASSING), out
+
+
+@pytest.mark.watchdog(200)
+def test_sluice_go_amqp_tests_pass(broker_factory, tmp_path):
+    b = broker_factory()
+    with open(os.path.join(GO_TESTS, "sluice_test.go")) as f:
+        tests = set(re.findall(r"^func (Test\w+)\(t \*testing\.T\)", f.read(), re.M))
+    assert len(tests) >= 11, tests
+    passed, out = go_test(tmp_path, "sluicego", ".", 180, SLUICE_URL=b.url)
+    assert passed == tests, out
