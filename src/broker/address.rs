@@ -121,11 +121,24 @@ pub fn dynamic_node_owner(name: &str) -> Option<(u16, u64)> {
     Some((shard.parse().ok()?, conn.parse().ok()?))
 }
 
+/// The path of an address written as a URL, `amqp://` or `amqps://` (any case), a host and
+/// port, then the address: uAMQP (and the Azure SDKs built on it) put the whole URL it
+/// was given in its termini. None for any other address. The host is not checked (the
+/// connection has reached this broker already); a URL without a path has the empty address.
+fn url_path(address: &str) -> Option<&str> {
+    let rest = ["amqp://", "amqps://"]
+        .into_iter()
+        .find(|p| address.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p)))
+        .map(|p| &address[p.len()..])?;
+    Some(rest.find('/').map_or("", |i| &rest[i..]))
+}
+
 /// Resolve an address. `hint` is the terminus capabilities' JMS hint (`queue` or
 /// `topic`), `default` the configured default pattern for bare addresses.
 /// The error is the `amqp:not-found` description.
 pub fn resolve(address: &str, hint: Option<&str>, default: Pattern) -> Result<Node, String> {
-    let a = address.strip_prefix('/').unwrap_or(address);
+    let a = url_path(address).unwrap_or(address);
+    let a = a.strip_prefix('/').unwrap_or(a);
     // Longest prefix first: "events-store/" must win over "events/".
     const PREFIXES: [(&str, Option<Pattern>); 6] = [
         ("events-store/", Some(Pattern::EventsStore)),
@@ -230,6 +243,29 @@ mod tests {
         );
         assert_eq!(resolve("responses/abc", None, Pattern::Queues).unwrap(), Node::Responses("abc".into()));
         assert_eq!(resolve("foo/bar", None, Pattern::Queues), Err("unknown address prefix".into()));
+    }
+
+    #[test]
+    fn an_address_written_as_a_url_is_its_path() {
+        let q = Node::Channel(ChannelKey::new(Pattern::Queues, "a"));
+        for url in ["amqps://localhost:5671/queues/a", "amqp://127.0.0.1/queues/a", "AMQPS://h/queues/a"] {
+            assert_eq!(resolve(url, None, Pattern::Events), Ok(q.clone()), "{url}");
+        }
+        assert_eq!(
+            resolve("amqps://h:1/examples", Some("topic"), Pattern::Queues),
+            Ok(Node::Channel(ChannelKey::new(Pattern::Events, "examples")))
+        );
+        assert_eq!(
+            resolve("amqp://h/_amqp10.tmp.0-1.u", None, Pattern::Queues),
+            Ok(Node::Dynamic("_amqp10.tmp.0-1.u".into()))
+        );
+        // The path is held to the same rules; a URL without one names no node.
+        assert_eq!(resolve("amqps://h/queues/a b", None, Pattern::Queues), Err("channel contains whitespace".into()));
+        assert_eq!(resolve("amqps://h:5671", None, Pattern::Queues), Err("empty channel".into()));
+        assert_eq!(resolve("amqps://h/foo/bar", None, Pattern::Queues), Err("unknown address prefix".into()));
+        // Other schemes are not URLs here (rhea's example `topic://...` is refused by the ':').
+        assert_eq!(resolve("topic://a", None, Pattern::Queues), Err("unknown address prefix".into()));
+        assert_eq!(resolve("amqpx://h/queues/a", None, Pattern::Queues), Err("unknown address prefix".into()));
     }
 
     #[test]

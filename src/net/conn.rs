@@ -895,7 +895,7 @@ impl Driver {
             Event::Detached { link, .. } => self.on_detached(link),
             Event::Closed { .. } => {}
             Event::LocalError { scope, error } => {
-                tracing::debug!(conn = self.id, condition = %error.condition, "protocol error");
+                tracing::debug!(conn = self.id, condition = %error.condition, description = ?error.description, "protocol error");
                 self.count_error(scope);
                 // An oversize message is refused as it comes in: dropped, as the
                 // reference counts it.
