@@ -26,11 +26,9 @@ command -v openssl >/dev/null || need+=(openssl)
 # Go and the Debian packages of go-amqp's test dependencies, for the go-amqp tests
 # (tests/go and go-amqp's own broker tests, vendored in tests/third_party/go-amqp; built
 # in GOPATH mode from /usr/share/gocode, no module download).
-command -v go >/dev/null || need+=(golang-go)
-for p in github.com/stretchr/testify:golang-github-stretchr-testify-dev \
-         github.com/google/go-cmp:golang-github-google-go-cmp-dev \
-         github.com/fortytw2/leaktest:golang-github-fortytw2-leaktest-dev; do
-  [ -d "/usr/share/gocode/src/${p%%:*}" ] || need+=("${p#*:}")
+for p in golang-go golang-github-stretchr-testify-dev golang-github-google-go-cmp-dev \
+         golang-github-fortytw2-leaktest-dev; do
+  dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
 done
 if [ ${#need[@]} -gt 0 ]; then
   echo "installing: ${need[*]}"

@@ -121,24 +121,44 @@ pub fn dynamic_node_owner(name: &str) -> Option<(u16, u64)> {
     Some((shard.parse().ok()?, conn.parse().ok()?))
 }
 
-/// The path of an address written as a URL, `amqp://` or `amqps://` (any case), a host and
-/// port, then the address: uAMQP (and the Azure SDKs built on it) put the whole URL it
-/// was given in its termini. None for any other address. The host is not checked (the
-/// connection has reached this broker already); a URL without a path has the empty address.
-fn url_path(address: &str) -> Option<&str> {
-    let rest = ["amqp://", "amqps://"]
+/// The node path of an address as a client wrote it, without its leading `/`. An
+/// address written as a URL, `amqp://` or `amqps://` (any case), then a host (and port),
+/// is its path: uAMQP (and the Azure SDKs built on it) put the whole URL it was given in
+/// its termini. The host is not checked (the connection has reached this broker already)
+/// but is held to 255 bytes, as a channel name is (the address is kept with the link);
+/// a URL without a path, or with a query, a fragment or an escape in it (`?`, `#`, `%`:
+/// nothing here would decode them), names no node. The error is the `amqp:not-found`
+/// description.
+pub fn node_path(address: &str) -> Result<&str, String> {
+    let url = ["amqp://", "amqps://"]
         .into_iter()
         .find(|p| address.get(..p.len()).is_some_and(|h| h.eq_ignore_ascii_case(p)))
-        .map(|p| &address[p.len()..])?;
-    Some(rest.find('/').map_or("", |i| &rest[i..]))
+        .map(|p| &address[p.len()..]);
+    let a = match url {
+        None => address,
+        Some(rest) => {
+            // '/' is ASCII: a character boundary.
+            let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+            if host.len() > NAME_MAX {
+                return Err(format!("address URL host exceeds {NAME_MAX} chars"));
+            }
+            if path.len() <= 1 {
+                return Err("address URL has no path".into());
+            }
+            if path.contains(['?', '#', '%']) {
+                return Err("address URL has a query, a fragment or an escape".into());
+            }
+            path
+        }
+    };
+    Ok(a.strip_prefix('/').unwrap_or(a))
 }
 
 /// Resolve an address. `hint` is the terminus capabilities' JMS hint (`queue` or
 /// `topic`), `default` the configured default pattern for bare addresses.
 /// The error is the `amqp:not-found` description.
 pub fn resolve(address: &str, hint: Option<&str>, default: Pattern) -> Result<Node, String> {
-    let a = url_path(address).unwrap_or(address);
-    let a = a.strip_prefix('/').unwrap_or(a);
+    let a = node_path(address)?;
     // Longest prefix first: "events-store/" must win over "events/".
     const PREFIXES: [(&str, Option<Pattern>); 6] = [
         ("events-store/", Some(Pattern::EventsStore)),
@@ -259,13 +279,31 @@ mod tests {
             resolve("amqp://h/_amqp10.tmp.0-1.u", None, Pattern::Queues),
             Ok(Node::Dynamic("_amqp10.tmp.0-1.u".into()))
         );
-        // The path is held to the same rules; a URL without one names no node.
+        assert_eq!(resolve("amqps://h/responses/r1", None, Pattern::Queues), Ok(Node::Responses("r1".into())));
+        // The path is held to the same rules.
         assert_eq!(resolve("amqps://h/queues/a b", None, Pattern::Queues), Err("channel contains whitespace".into()));
-        assert_eq!(resolve("amqps://h:5671", None, Pattern::Queues), Err("empty channel".into()));
         assert_eq!(resolve("amqps://h/foo/bar", None, Pattern::Queues), Err("unknown address prefix".into()));
-        // Other schemes are not URLs here (rhea's example `topic://...` is refused by the ':').
+        // What names no node.
+        for (url, why) in [
+            ("amqps://h:5671", "address URL has no path"),
+            ("amqps://h/", "address URL has no path"),
+            ("amqp://", "address URL has no path"),
+            ("amqps://h/queues/a?x=1", "address URL has a query, a fragment or an escape"),
+            ("amqps://h/queues/a#f", "address URL has a query, a fragment or an escape"),
+            ("amqps://h/queues/a%2Fb", "address URL has a query, a fragment or an escape"),
+        ] {
+            assert_eq!(resolve(url, None, Pattern::Queues), Err(why.into()), "{url}");
+        }
+        let long = format!("amqps://{}/queues/a", "h".repeat(256));
+        assert_eq!(resolve(&long, None, Pattern::Queues), Err("address URL host exceeds 255 chars".into()));
+        assert_eq!(resolve(&format!("amqps://{}/queues/a", "h".repeat(255)), None, Pattern::Queues), Ok(q));
+        // Not URLs here: other schemes (rhea's example `topic://...` is refused by the
+        // ':'), and input cut inside a character where a scheme would end.
         assert_eq!(resolve("topic://a", None, Pattern::Queues), Err("unknown address prefix".into()));
         assert_eq!(resolve("amqpx://h/queues/a", None, Pattern::Queues), Err("unknown address prefix".into()));
+        assert_eq!(resolve("amqp:/\u{e9}", None, Pattern::Queues), Err("unknown address prefix".into()));
+        assert_eq!(node_path("/queues/a"), Ok("queues/a"));
+        assert_eq!(node_path("amqps://h/queues/a"), Ok("queues/a"));
     }
 
     #[test]

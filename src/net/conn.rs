@@ -895,7 +895,12 @@ impl Driver {
             Event::Detached { link, .. } => self.on_detached(link),
             Event::Closed { .. } => {}
             Event::LocalError { scope, error } => {
-                tracing::debug!(conn = self.id, condition = %error.condition, description = ?error.description, "protocol error");
+                tracing::debug!(
+                    conn = self.id,
+                    condition = %error.condition,
+                    description = error.description.as_deref().unwrap_or(""),
+                    "protocol error"
+                );
                 self.count_error(scope);
                 // An oversize message is refused as it comes in: dropped, as the
                 // reference counts it.
@@ -2467,8 +2472,11 @@ impl Driver {
         let Some(mut node) = props.reply_to.take() else {
             return Err((condition::NOT_ALLOWED, "request missing reply-to".into()));
         };
-        if node.starts_with('/') {
-            node.remove(0);
+        // As the client wrote it: `/` first, or a URL (address::node_path).
+        if let Ok(path) = address::node_path(&node) {
+            if path.len() != node.len() {
+                node = path.to_owned();
+            }
         }
         if !self.nodes.contains_key(&node) {
             return Err((condition::NOT_ALLOWED, "reply-to is not a node this connection owns".into()));
@@ -2799,7 +2807,7 @@ fn jms_hint(caps: Option<&sluice_proto::codec::Symbols>) -> Option<&'static str>
 /// to that address would give (`queue` → queues, `topic` → events). Not read for other
 /// addresses: their prefix says.
 fn jms_dest_hint(raw: &sluice_proto::types::RawMessage, to: &str) -> Option<&'static str> {
-    let bare = to.strip_prefix('/').unwrap_or(to);
+    let bare = address::node_path(to).ok()?;
     if bare.contains('/') || bare.starts_with(address::DYNAMIC_PREFIX) {
         return None;
     }

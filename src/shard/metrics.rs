@@ -112,7 +112,7 @@ pub struct LinkInfo {
     pub name: String,
     /// sender or receiver (server perspective).
     pub role: String,
-    /// Resolved address.
+    /// The address as the client wrote it (a dynamic node: its name).
     pub address: String,
     /// Pattern.
     pub pattern: String,

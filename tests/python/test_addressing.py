@@ -29,18 +29,19 @@ def test_anonymous_sender_routes_by_to(broker, amqp):
     amqp.pump(0.3)
     s = c.sender(None)
     s.wait_credit()
-    for addr, body in [(q, "to-queue"), (ev, "to-events"), (es, "to-store"), ("/" + q, "slash")]:
+    for addr, body in [(q, "to-queue"), (ev, "to-events"), (es, "to-store"), ("/" + q, "slash"),
+                       ("amqps://localhost:5671/" + q, "url")]:
         d = s.send_and_wait(Message(body=body, address=addr))
         assert d.remote_state == ACCEPTED, (addr, d.remote.condition)
     assert [m.body for m in sub.take(1)] == ["to-events"]
     qr = c.receiver(q, credit=10)
-    assert [m.body for m in qr.take(2)] == ["to-queue", "slash"]
+    assert [m.body for m in qr.take(3)] == ["to-queue", "slash", "url"]
     sr = c.receiver(es, options=LinkProperties({"x-opt-kubemq-start": "first"}), credit=10)
     assert [m.body for m in sr.take(1)] == ["to-store"]
 
 
 @pytest.mark.parametrize("to", [None, "", "foo/bar", "queues/", "queues/a b", "queues/a*", "events/x.",
-                                "_amqp10.tmp.0-0.nonexistent"])
+                                "_amqp10.tmp.0-0.nonexistent", "amqps://h/queues/a?x=1", "amqp://h:5672"])
 def test_anonymous_bad_to_rejected_precondition_failed(broker, amqp, to):
     q = f"queues/{uid('q')}"
     c = amqp.connect(broker.url)
@@ -220,13 +221,18 @@ def test_a_dynamic_node_whose_connection_stops_reading_refuses_other_connections
         owner_h.close()
 
 
-@pytest.mark.parametrize("kind,pattern", [(0, "queues"), (1, "events"), (2, "queues"), (3, "events")])
-def test_anonymous_bare_to_follows_the_jms_destination_annotation(broker_factory, amqp, kind, pattern):
+URL = "amqps://localhost/{}"
+
+
+@pytest.mark.parametrize("kind,pattern,form", [(0, "queues", "{}"), (1, "events", "{}"), (2, "queues", "{}"),
+                                               (3, "events", "{}"), (0, "queues", URL), (1, "events", URL)])
+def test_anonymous_bare_to_follows_the_jms_destination_annotation(broker_factory, amqp, kind, pattern, form):
     """Qpid JMS sends through the anonymous terminus when the broker offers
     ANONYMOUS-RELAY, naming a bare destination's type in `x-opt-jms-dest` (0 queue, 1
     topic, 2 temporary queue, 3 temporary topic): a topic must reach events and a queue
     queues, as a sender attached with the capability `topic` or `queue` does. The
-    broker's default pattern is the other one, so the annotation is what decides."""
+    broker's default pattern is the other one, so the annotation is what decides. A bare
+    address written as a URL (`form`) is as bare."""
     other = "events" if pattern == "queues" else "queues"
     b = broker_factory(CONNECTORS_AMQP10_DEFAULT_PATTERN=other)
     name = uid("jms")
@@ -235,7 +241,7 @@ def test_anonymous_bare_to_follows_the_jms_destination_annotation(broker_factory
     amqp.pump(0.2)
     s = c.sender(None)
     s.wait_credit()
-    m = Message(body="hi", address=name, annotations={symbol("x-opt-jms-dest"): byte(kind)})
+    m = Message(body="hi", address=form.format(name), annotations={symbol("x-opt-jms-dest"): byte(kind)})
     d = s.send_and_wait(m)
     assert d.remote_state == ACCEPTED, d.remote.condition
     assert [x.body for x in r.take(1)] == ["hi"]
@@ -290,6 +296,15 @@ def test_default_pattern_setting(broker_factory, amqp):
     assert [m.body for m in c.receiver(f"queues/{name}", credit=1).take(1)] == ["q"]
 
 
+def test_an_address_written_as_a_url_names_its_path(broker, amqp):
+    # uAMQP puts the whole URL it was given in its termini (tests/python/test_uamqp.py).
+    ch = uid("q")
+    c = amqp.connect(broker.url)
+    s = c.sender(f"amqps://localhost:5671/queues/{ch}")
+    assert s.send_and_wait(Message(body="x")).remote_state == ACCEPTED
+    assert [m.body for m in c.receiver(f"AMQP://127.0.0.1/queues/{ch}", credit=1).take(1)] == ["x"]
+
+
 def test_leading_slash_is_equivalent(broker, amqp):
     ch = uid("q")
     c = amqp.connect(broker.url)
@@ -317,6 +332,10 @@ BAD_ADDRESSES = [
     ("bare-with-slash", "a/b"),
     ("bare-whitespace", "a b"),
     ("commands-empty", "commands/"),
+    ("url-without-path", "amqps://localhost:5671"),
+    ("url-with-query", "amqps://localhost/queues/a?x=1"),
+    ("url-with-escape", "amqp://localhost/queues/a%20b"),
+    ("url-host-256-bytes", "amqps://" + "h" * 256 + "/queues/a"),
 ]
 
 

@@ -78,6 +78,17 @@ def test_command_round_trip(broker, amqp):
     reply.accept()
 
 
+@pytest.mark.parametrize("form", ["/{}", "amqps://localhost:5671/{}"])
+def test_a_reply_to_written_with_a_slash_or_as_a_url_names_the_node(broker, amqp, form):
+    rpc = Rpc(amqp, broker.url, "commands")
+    d = rpc.request(reply_to=form.format(rpc.reply_to), correlation_id="c-url")
+    assert d.remote_state == ACCEPTED, d.remote.condition
+    req = rpc.inbox.take(1)[0]
+    req.accept()
+    rpc.respond(req)
+    assert rpc.replies.take(1)[0].message.correlation_id == "c-url"
+
+
 def test_command_reply_without_executed_flag_counts_as_executed(broker, amqp):
     rpc = Rpc(amqp, broker.url, "commands")
     rpc.request(correlation_id="c-2")

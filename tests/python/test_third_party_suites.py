@@ -22,7 +22,8 @@ against sluice and are asserted here; four are not run:
 
 2. Apache qpid-interop-test (QIT 2.0, vendored unchanged, the parts it needs for its
 Python (python-qpid-proton) and JavaScript (rhea) shims, in
-tests/third_party/qpid-interop-test; its C++, .NET and Java shims cannot be built here).
+tests/third_party/qpid-interop-test; its .NET and Java shims cannot be built here, its
+C++ shim is not run: README.md, "Third parties' suites").
 Each test sends messages with one client through the broker to another, every pair of the
 two clients, and compares what arrives with what was sent:
 * `qit test amqp-types`: the 18 primitive and 4 complex AMQP types (88 cases); its JS
@@ -41,9 +42,12 @@ scratch, vendored unchanged in tests/third_party/go-amqp), built with Debian's G
 GOPATH mode against the Debian packages of its test dependencies:
 * its own broker tests (integration_test.go, run with AMQP_BROKER_ADDR): 9 of its 17 pass
   against sluice and are asserted. Not run, because the suite asks for what the reference
-  refuses by contract: five give their nodes names with spaces ("1 roundtrip, small
-  payload 123...": a channel name has no whitespace, refused amqp:not-found) and three
-  attach with rcv-settle-mode second (refused amqp:not-implemented);
+  refuses by contract: five name their nodes with spaces (TestIntegrationRoundTrip,
+  TestIntegrationRoundTrip_Buffered, TestIntegrationSessionHandleMax,
+  TestReceivingLotsOfSettledMessages, TestIntegrationReceiverModeSecond: a channel name
+  has no whitespace, refused amqp:not-found), and three more attach with
+  rcv-settle-mode second (TestSenderExactlyOnce, TestDrainingLink, TestSenderNullValue;
+  refused amqp:not-implemented), as the last of the five also does;
 * sluice's own go-amqp tests (tests/go/sluice_test.go): every pattern through go-amqp.
 """
 
@@ -168,12 +172,8 @@ def test_qpid_interop_test_large_content_passes_through_sluice(broker_factory):
 GO_AMQP = os.path.join(ROOT, "tests", "third_party", "go-amqp")
 GO_TESTS = os.path.join(ROOT, "tests", "go")
 
-# go-amqp's broker tests (integration_test.go) that pass against sluice. The other 8 ask
-# for what the reference refuses: nodes named with spaces (TestIntegrationRoundTrip,
-# TestIntegrationRoundTrip_Buffered, TestIntegrationSessionHandleMax,
-# TestReceivingLotsOfSettledMessages and, also in rcv-settle-mode second,
-# TestIntegrationReceiverModeSecond) or rcv-settle-mode second (TestSenderExactlyOnce,
-# TestDrainingLink, TestSenderNullValue).
+# go-amqp's broker tests (integration_test.go) that pass against sluice; why the other 8
+# are not run: the module's docstring.
 GO_AMQP_PASSING = [
     "TestIntegrationLinkName",
     "TestIntegrationClose",
