@@ -409,7 +409,10 @@ impl Encode for Symbols {
     }
 }
 
-/// A map with symbol keys (`fields`, part 2 section 2.8.14; also `filter-set`).
+/// A map with symbol keys (`fields`, part 2 section 2.8.14; also `filter-set`). A key
+/// written as a string of ASCII characters is read as the symbol it spells: uAMQP writes
+/// the keys of the maps it is given (its link properties) as strings, and a peer that
+/// does should not lose its connection over it (it is encoded back as a symbol).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Fields(pub Vec<(Symbol, Value)>);
 
@@ -425,7 +428,10 @@ impl<'a> Decode<'a> for Fields {
         let (entries, mut m) = d.map_header(code)?;
         let mut v = Vec::with_capacity((entries as usize).min(16));
         for _ in 0..entries {
-            let k = Symbol::decode(&mut m)?;
+            let k = match m.byte()? {
+                code @ (format::STR8 | format::STR32) => Symbol::from_ascii(m.variable(code)?)?,
+                code => Symbol::decode_with(&mut m, code)?,
+            };
             let val = Value::decode(&mut m)?;
             v.push((k, val));
         }

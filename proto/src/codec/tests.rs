@@ -1245,7 +1245,13 @@ fn maps() {
     roundtrip("c1 06 02 a3 01 61 54 01", &fields(vec![("a", Value::Int(1))]));
     roundtrip("c1 01 00", &Fields::default());
     decodes("d1 00 00 00 08 00 00 00 02 a3 01 61 40", &fields(vec![("a", Value::Null)]));
-    assert!(matches!(fails::<Fields>(&hex("c1 06 02 a1 01 61 54 01")), DecodeError::UnexpectedType { .. }));
+    // A key written as a string (uAMQP's link properties) is read as the symbol it spells
+    // (str8 and str32), and encoded back as a symbol; a string that is not ASCII, or a
+    // key of another type, is refused.
+    decodes("c1 06 02 a1 01 61 54 01", &fields(vec![("a", Value::Int(1))]));
+    decodes("c1 09 02 b1 00 00 00 01 61 54 01", &fields(vec![("a", Value::Int(1))]));
+    assert!(matches!(fails::<Fields>(&hex("c1 07 02 a1 02 c3 a9 54 01")), DecodeError::InvalidText));
+    assert!(matches!(fails::<Fields>(&hex("c1 05 02 52 01 54 01")), DecodeError::UnexpectedType { .. }));
     assert!(matches!(fails::<Fields>(&hex("45")), DecodeError::UnexpectedType { .. }));
     let f = fields(vec![("a", Value::Int(1))]);
     assert_eq!(f.get("a"), Some(&Value::Int(1)));
