@@ -3,17 +3,25 @@
 // that shares no code with proton, rhea or fe2o3-amqp.
 //
 // tests/python/test_third_party_suites.py builds and runs these tests against a fresh
-// two-shard sluice, with SLUICE_URL set to its address (GOPATH mode, Debian's Go and the
-// Debian packages of go-amqp's own test dependencies; scripts/test.sh installs them).
+// two-shard sluice (GOPATH mode, Debian's Go and the Debian packages of go-amqp's own
+// test dependencies; scripts/test.sh installs them), with its addresses in the
+// environment: SLUICE_URL (plain AMQP), SLUICE_TLS_URL (its TLS listener, whose server
+// and client certificates are in SLUICE_PKI, made by the test's CA) and SLUICE_ADMIN (its
+// admin endpoint).
 package sluicego
 
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -48,9 +56,14 @@ func uid(prefix string) string {
 	return prefix + "-" + hex.EncodeToString(b)
 }
 
-func dial(t *testing.T, opts *amqp.ConnOptions) (*amqp.Conn, *amqp.Session) {
+// dial opens a connection and a session, to SLUICE_URL or to `to` when given.
+func dial(t *testing.T, opts *amqp.ConnOptions, to ...string) (*amqp.Conn, *amqp.Session) {
 	t.Helper()
-	c, err := amqp.Dial(ctx(t), url(t), opts)
+	addr := url(t)
+	if len(to) > 0 {
+		addr = to[0]
+	}
+	c, err := amqp.Dial(ctx(t), addr, opts)
 	if err != nil {
 		t.Fatalf("dial: %v", err)
 	}
@@ -617,4 +630,106 @@ func TestEventsSelector(t *testing.T) {
 		}
 	}
 	nothingMore(t, r)
+}
+
+func env(t *testing.T, name string) string {
+	v := os.Getenv(name)
+	if v == "" {
+		t.Fatalf("%s is not set", name)
+	}
+	return v
+}
+
+// tlsConfig trusts the test CA (Go's own TLS stack, not OpenSSL or rustls), with the
+// client certificate (CN worker-7) when asked.
+func tlsConfig(t *testing.T, clientCert bool) *tls.Config {
+	pki := env(t, "SLUICE_PKI")
+	ca, err := os.ReadFile(filepath.Join(pki, "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca) {
+		t.Fatal("no CA certificate in ca.pem")
+	}
+	cfg := &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}
+	if clientCert {
+		cert, err := tls.LoadX509KeyPair(filepath.Join(pki, "client.pem"), filepath.Join(pki, "client.key"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Certificates = []tls.Certificate{cert}
+	}
+	return cfg
+}
+
+type connInfo struct {
+	ContainerID string `json:"container_id"`
+	ClientID    string `json:"client_id"`
+	SASL        string `json:"sasl"`
+	TLS         bool   `json:"tls"`
+}
+
+// adminConnection is the broker's view of the connection opened as `container`
+// (GET /api/amqp10/connections).
+func adminConnection(t *testing.T, container string) connInfo {
+	t.Helper()
+	resp, err := http.Get(env(t, "SLUICE_ADMIN") + "/api/amqp10/connections")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var all struct {
+		Connections []connInfo `json:"connections"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range all.Connections {
+		if c.ContainerID == container {
+			return c
+		}
+	}
+	t.Fatalf("no connection %q in %+v", container, all.Connections)
+	return connInfo{}
+}
+
+func roundTripOver(t *testing.T, s *amqp.Session) {
+	t.Helper()
+	addr := "queues/" + uid("go-tls")
+	if err := sender(t, s, addr, nil).Send(ctx(t), amqp.NewMessage([]byte("over tls")), nil); err != nil {
+		t.Fatal(err)
+	}
+	r := receiver(t, s, addr, &amqp.ReceiverOptions{Credit: 1})
+	m := receive(t, r)
+	if string(m.GetData()) != "over tls" {
+		t.Fatalf("%q", m.GetData())
+	}
+	if err := r.AcceptMessage(ctx(t), m); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TLS with SASL PLAIN: with authentication off, the username names the client.
+func TestTLSWithSASLPlain(t *testing.T) {
+	container := uid("go-plain")
+	_, s := dial(t, &amqp.ConnOptions{
+		ContainerID: container, TLSConfig: tlsConfig(t, false), SASLType: amqp.SASLTypePlain("go-user", "secret"),
+	}, env(t, "SLUICE_TLS_URL"))
+	roundTripOver(t, s)
+	if c := adminConnection(t, container); c.ClientID != "go-user" || c.SASL != "plain" || !c.TLS {
+		t.Fatalf("the broker's view: %+v", c)
+	}
+}
+
+// TLS with a client certificate and SASL EXTERNAL: the certificate's CN names the client.
+func TestTLSWithSASLExternal(t *testing.T) {
+	container := uid("go-external")
+	_, s := dial(t, &amqp.ConnOptions{
+		ContainerID: container, TLSConfig: tlsConfig(t, true), SASLType: amqp.SASLTypeExternal(""),
+	}, env(t, "SLUICE_TLS_URL"))
+	roundTripOver(t, s)
+	if c := adminConnection(t, container); c.ClientID != "worker-7" || c.SASL != "external" || !c.TLS {
+		t.Fatalf("the broker's view: %+v", c)
+	}
 }

@@ -61,6 +61,7 @@ import sys
 import pytest
 
 from conftest import ROOT, SLUICE_BIN
+from test_security import pki, start_tls_broker  # noqa: F401  (pki is a fixture)
 
 EXAMPLES = os.path.join(ROOT, "tests", "third_party", "qpid-proton-examples")
 RUNNER = os.path.join(ROOT, "tests", "third_party", "netns_suite.py")
@@ -214,10 +215,11 @@ def test_go_amqp_broker_tests_pass_against_sluice(broker_factory, tmp_path):
 
 
 @pytest.mark.watchdog(200)
-def test_sluice_go_amqp_tests_pass(broker_factory, tmp_path):
-    b = broker_factory()
+def test_sluice_go_amqp_tests_pass(broker_factory, pki, tmp_path):
+    b = start_tls_broker(broker_factory, pki, client_ca=True)
     with open(os.path.join(GO_TESTS, "sluice_test.go")) as f:
         tests = set(re.findall(r"^func (Test\w+)\(t \*testing\.T\)", f.read(), re.M))
-    assert len(tests) >= 11, tests
-    passed, out = go_test(tmp_path, "sluicego", ".", 180, SLUICE_URL=b.url)
+    assert len(tests) >= 13, tests
+    passed, out = go_test(tmp_path, "sluicego", ".", 180, SLUICE_URL=b.url,
+                          SLUICE_TLS_URL=f"amqps://localhost:{b.tls_port}", SLUICE_PKI=pki, SLUICE_ADMIN=b.admin)
     assert passed == tests, out
