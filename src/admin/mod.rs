@@ -6,7 +6,7 @@
 
 use crate::broker::address::ChannelKey;
 use crate::broker::home::{Backlog, ChannelStats};
-use crate::shard::metrics::{AdminRequest, Scope, ShardSnapshot, OUTCOMES, PATTERNS, SCOPES};
+use crate::shard::metrics::{AdminRequest, Page, Scope, ShardSnapshot, OUTCOMES, PATTERNS, SCOPES};
 use crate::shard::Global;
 use metrics::{counter, gauge};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -73,16 +73,54 @@ fn route(global: &Global, handle: &PrometheusHandle, counted: &mut ChannelCounte
             }
             (200, "text/plain; version=0.0.4", handle.render())
         }
-        "/api/amqp10/connections" => {
-            let conns: Vec<_> = collect(global, Scope::All).into_iter().flat_map(|s| s.connections).collect();
-            let total = conns.len();
-            (200, "application/json", serde_json::json!({ "connections": conns, "total": total }).to_string())
-        }
-        "/api/amqp10/links" => {
-            let links: Vec<_> = collect(global, Scope::All).into_iter().flat_map(|s| s.links).collect();
-            let total = links.len();
-            (200, "application/json", serde_json::json!({ "links": links, "total": total }).to_string())
-        }
+        "/api/amqp10/connections" => match connection_page(query) {
+            Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
+            Ok(page) => {
+                let snaps = in_shard_order(collect(global, Scope::Connections { page }));
+                let more_on_a_shard = page.is_some_and(|p| snaps.iter().any(|s| s.connections.len() >= p.limit));
+                let mut conns: Vec<_> = snaps.into_iter().flat_map(|s| s.connections).collect();
+                let mut next = None;
+                if let Some(p) = page {
+                    if conns.len() > p.limit || more_on_a_shard {
+                        conns.truncate(p.limit);
+                        next = conns.last().map(|c| c.id.clone());
+                    }
+                }
+                let total = conns.len();
+                let body = match page {
+                    Some(_) => serde_json::json!({ "connections": conns, "total": total, "next": next }),
+                    None => serde_json::json!({ "connections": conns, "total": total }),
+                };
+                (200, "application/json", body.to_string())
+            }
+        },
+        "/api/amqp10/links" => match connection_page(query) {
+            Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
+            Ok(page) => {
+                let snaps = in_shard_order(collect(global, Scope::Links { page }));
+                let more_on_a_shard = page.is_some_and(|p| snaps.iter().any(|s| s.links.len() >= p.limit));
+                let mut links: Vec<_> = snaps.into_iter().flat_map(|s| s.links).collect();
+                let mut next = None;
+                if let Some(p) = page {
+                    // Whole connections, until `limit` links or more.
+                    let mut end = 0;
+                    while end < links.len() && end < p.limit {
+                        let conn = &links[end].connection;
+                        end += links[end..].iter().take_while(|l| &l.connection == conn).count();
+                    }
+                    if end < links.len() || more_on_a_shard {
+                        links.truncate(end);
+                        next = links.last().map(|l| l.connection.clone());
+                    }
+                }
+                let total = links.len();
+                let body = match page {
+                    Some(_) => serde_json::json!({ "links": links, "total": total, "next": next }),
+                    None => serde_json::json!({ "links": links, "total": total }),
+                };
+                (200, "application/json", body.to_string())
+            }
+        },
         "/api/channels" => match channel_page(query) {
             Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
             Ok(scope) => {
@@ -163,9 +201,9 @@ pub fn collect(global: &Global, scope: Scope) -> Vec<ShardSnapshot> {
 /// Most channels one page of /api/channels may ask for.
 const PAGE_MAX: usize = 10_000;
 
-/// `limit=N` (1..=10000) and `after=<pattern>/<channel>` from the query of
-/// /api/channels: a page, or every channel in one answer when `limit` is absent.
-fn channel_page(query: &str) -> Result<Scope, String> {
+/// `limit=N` (1..=10000) and `after` (percent-decoded) from a query: a page when
+/// `limit` is there (`after` needs it); unknown parameters are refused.
+fn page_params(query: &str) -> Result<Option<(usize, Option<String>)>, String> {
     let (mut limit, mut after) = (None, None);
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
@@ -175,20 +213,54 @@ fn channel_page(query: &str) -> Result<Scope, String> {
                 Ok(n) if (1..=PAGE_MAX).contains(&n) => limit = Some(n),
                 _ => return Err(format!("limit must be between 1 and {PAGE_MAX}")),
             },
-            "after" => {
-                let (p, name) = v.split_once('/').ok_or("after must be <pattern>/<channel>")?;
-                let p =
-                    PATTERNS.iter().find(|x| x.as_str() == p).ok_or_else(|| format!("after: unknown pattern {p}"))?;
-                after = Some(ChannelKey::new(*p, name));
-            }
+            "after" => after = Some(v),
             other => return Err(format!("unknown parameter {other}")),
         }
     }
     match (limit, after) {
         (None, Some(_)) => Err("after needs limit".to_owned()),
-        (None, None) => Ok(Scope::All),
-        (Some(limit), after) => Ok(Scope::ChannelPage { limit, after }),
+        (None, None) => Ok(None),
+        (Some(limit), after) => Ok(Some((limit, after))),
     }
+}
+
+/// The query of /api/channels: a page after `<pattern>/<channel>`, or every channel in
+/// one answer when `limit` is absent.
+fn channel_page(query: &str) -> Result<Scope, String> {
+    let Some((limit, after)) = page_params(query)? else {
+        return Ok(Scope::Channels);
+    };
+    let after = match after {
+        None => None,
+        Some(v) => {
+            let (p, name) = v.split_once('/').ok_or("after must be <pattern>/<channel>")?;
+            let p = PATTERNS.iter().find(|x| x.as_str() == p).ok_or_else(|| format!("after: unknown pattern {p}"))?;
+            Some(ChannelKey::new(*p, name))
+        }
+    };
+    Ok(Scope::ChannelPage { limit, after })
+}
+
+/// The query of /api/amqp10/connections and /links: a page after a connection's id
+/// (`<shard>-<number>`, as `next` gives it), or everything when `limit` is absent.
+fn connection_page(query: &str) -> Result<Option<Page>, String> {
+    let Some((limit, after)) = page_params(query)? else {
+        return Ok(None);
+    };
+    let after = match after {
+        None => None,
+        Some(v) => {
+            let parsed = v.split_once('-').and_then(|(s, n)| Some((s.parse::<u16>().ok()?, n.parse::<u64>().ok()?)));
+            Some(parsed.ok_or("after must be a connection id, <shard>-<number>")?)
+        }
+    };
+    Ok(Some(Page { limit, after }))
+}
+
+/// Shard snapshots in shard order (each lists its connections in number order).
+fn in_shard_order(mut snaps: Vec<ShardSnapshot>) -> Vec<ShardSnapshot> {
+    snaps.sort_by_key(|s| s.shard);
+    snaps
 }
 
 /// `%XX` and `+` decoded; None when an escape is bad or the result is not UTF-8.

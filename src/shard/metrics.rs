@@ -204,8 +204,20 @@ pub struct AdminRequest {
 /// What a snapshot lists besides the shard's counters.
 #[derive(Debug, Clone)]
 pub enum Scope {
-    /// Every connection, link and channel (the JSON API).
-    All,
+    /// Every channel (/api/channels in one answer); no connections or links.
+    Channels,
+    /// /api/amqp10/connections: the connections (every one, or a page); nothing else.
+    Connections {
+        /// A page: the first `limit` connections after `after`.
+        page: Option<Page>,
+    },
+    /// /api/amqp10/links: the links, each connection's together, in connection order
+    /// (every one, or a page); nothing else.
+    Links {
+        /// A page: the links of the connections after `after`, whole connections, until
+        /// there are `limit` or more.
+        page: Option<Page>,
+    },
     /// For /metrics: the first `cap` channels by key with the rest summed per pattern,
     /// and the first `cap` sender links by (pattern, channel, name); no connections.
     Metrics {
@@ -222,6 +234,28 @@ pub enum Scope {
     },
 }
 
+/// A page of connections or of their links, in (shard, connection number) order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Page {
+    /// How many (connections, or links at least).
+    pub limit: usize,
+    /// The last connection of the previous page: its shard and number.
+    pub after: Option<(u16, u64)>,
+}
+
+impl Page {
+    /// The entries of `map` (keyed by connection number on `shard`) after `self.after`.
+    fn of<'m, V>(&self, map: &'m BTreeMap<u64, V>, shard: u16) -> std::collections::btree_map::Range<'m, u64, V> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let none: (std::ops::Bound<u64>, std::ops::Bound<u64>) = (Included(0), Excluded(0));
+        match self.after {
+            Some((s, n)) if s == shard => map.range((Excluded(n), Unbounded)),
+            Some((s, _)) if s > shard => map.range(none),
+            _ => map.range(..),
+        }
+    }
+}
+
 fn copy<const N: usize>(c: &[Cell<u64>; N]) -> [u64; N] {
     std::array::from_fn(|i| c[i].get())
 }
@@ -233,11 +267,30 @@ pub fn snapshot(shard: &Shard, scope: &Scope) -> ShardSnapshot {
     let reg = shard.registry.borrow();
     let dynamic_nodes = reg.connections.values().map(|c| c.dynamic_nodes).sum();
     let (connections, links, (channels, channel_others)) = match scope {
-        Scope::All => (
-            reg.connections.values().cloned().collect(),
-            reg.links.values().flatten().cloned().collect(),
-            (home.channel_stats(), Vec::new()),
-        ),
+        Scope::Channels => (Vec::new(), Vec::new(), (home.channel_stats(), Vec::new())),
+        Scope::Connections { page } => {
+            let conns = match page {
+                None => reg.connections.values().cloned().collect(),
+                Some(p) => p.of(&reg.connections, shard.id).take(p.limit).map(|(_, c)| c.clone()).collect(),
+            };
+            (conns, Vec::new(), (Vec::new(), Vec::new()))
+        }
+        Scope::Links { page } => {
+            let links = match page {
+                None => reg.links.values().flatten().cloned().collect(),
+                Some(p) => {
+                    let mut out: Vec<LinkInfo> = Vec::new();
+                    for (_, of_conn) in p.of(&reg.links, shard.id) {
+                        if out.len() >= p.limit {
+                            break;
+                        }
+                        out.extend(of_conn.iter().cloned());
+                    }
+                    out
+                }
+            };
+            (Vec::new(), links, (Vec::new(), Vec::new()))
+        }
         Scope::Metrics { cap } => {
             // The shard's first `cap` sender links by (pattern, channel, name): the
             // first `cap` of all shards are among them.

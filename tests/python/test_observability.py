@@ -228,3 +228,64 @@ def test_links_endpoint(broker, amqp):
     e = mine[dur.name]
     assert (e["role"], e["pattern"], e["channel"]) == ("sender", "events-store", esch)
     assert e["durable"] is True and e["dynamic"] is False and e["credit"] == 4
+
+
+def conn_key(conn_id):
+    shard, number = conn_id.split("-")
+    return int(shard), int(number)
+
+
+def test_connections_and_links_endpoints_page_through_everything_in_order(broker, amqp):
+    """`?limit=N` gives a page of connections (and of links, each connection's together)
+    in (shard, number) order, `next` names the last connection for `&after=`, null on the
+    last page; paging reads each connection and link once, as the whole answer lists them."""
+    conns = [amqp.connect(broker.url, container_id=uid("page")) for _ in range(7)]
+    for i, c in enumerate(conns):
+        for _ in range(i % 4):  # 0 to 3 links each
+            c.receiver(f"queues/{uid('pq')}", credit=1)
+    amqp.pump(0.3)
+    every = broker.get_json("/api/amqp10/connections")["connections"]
+    assert len({c["id"] for c in every}) == len(every) >= 7
+    assert {c["shard"] for c in every} == {0, 1}, "connections on both shards"
+
+    def pages(path, items, limit):
+        out, after, n = [], None, 0
+        while True:
+            q = f"{path}?limit={limit}" + (f"&after={after}" if after else "")
+            page = broker.get_json(q)
+            assert page["total"] == len(page[items]) and set(page) == {items, "total", "next"}, page
+            out.append(page[items])
+            after = page["next"]
+            n += 1
+            assert n <= 50, "paging does not end"
+            if after is None:
+                return out
+
+    got = pages("/api/amqp10/connections", "connections", 2)
+    assert all(len(p) <= 2 for p in got)
+    ids = [c["id"] for p in got for c in p]
+    assert ids == sorted(ids, key=conn_key), "in (shard, number) order"
+    assert sorted(ids, key=conn_key) == sorted((c["id"] for c in every), key=conn_key)
+
+    all_links = broker.get_json("/api/amqp10/links")["links"]
+    assert len(all_links) >= 9
+    got = pages("/api/amqp10/links", "links", 2)
+    seen = set()
+    for p in got:
+        mine = {lk["connection"] for lk in p}
+        assert not mine & seen, "a connection's links split over two pages"
+        seen |= mine
+        # Whole connections until 2 links or more: the page's last connection took it there.
+        if len(mine) > 1:
+            assert len([lk for lk in p if lk["connection"] != p[-1]["connection"]]) < 2, p
+    key = lambda lk: (conn_key(lk["connection"]), lk["name"])
+    paged = [lk for p in got for lk in p]
+    assert sorted(map(key, paged)) == sorted(map(key, all_links))
+    assert [conn_key(lk["connection"]) for lk in paged] == sorted(conn_key(lk["connection"]) for lk in paged)
+
+
+def test_connection_pages_refuse_bad_parameters(broker):
+    for path in ("/api/amqp10/connections", "/api/amqp10/links"):
+        for q in ("?limit=0", "?limit=10001", "?after=0-1", "?limit=2&after=x", "?limit=2&after=0-", "?foo=1"):
+            status, body = broker.get(path + q)
+            assert status == 400 and "error" in json.loads(body), (path, q, status, body)
