@@ -50,15 +50,15 @@ fn main() {
         }
         Command::Run(s) => {
             init_logging(s.log_format);
-            let auth = match sluice::server::check_files(&s) {
-                Ok(auth) => auth,
+            let loaded = match sluice::server::check_files(&s) {
+                Ok(loaded) => loaded,
                 Err(e) => {
                     tracing::error!(error = %e, "invalid configuration");
                     eprintln!("sluice: {e}");
                     std::process::exit(2);
                 }
             };
-            if let Err(e) = run(s, auth) {
+            if let Err(e) = run(s, loaded) {
                 tracing::error!(error = %e, "sluice stopped");
                 eprintln!("sluice: {e}");
                 std::process::exit(1);
@@ -77,8 +77,8 @@ fn init_logging(format: LogFormat) {
     };
 }
 
-fn run(settings: Settings, auth: sluice::auth::Authenticator) -> std::io::Result<()> {
-    let global = sluice::server::global_with(settings, auth)?;
+fn run(settings: Settings, loaded: sluice::server::Loaded) -> std::io::Result<()> {
+    let global = sluice::server::global_with(settings, loaded)?;
     install_signals(global.clone())?;
     sluice::server::serve(global)
 }

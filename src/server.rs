@@ -10,12 +10,23 @@ use std::time::Duration;
 /// The process-wide state for `settings`; fails on unusable auth or TLS files
 /// ([`check_files`]).
 pub fn global(settings: Settings) -> std::io::Result<Arc<Global>> {
-    let auth = check_files(&settings).map_err(std::io::Error::other)?;
-    global_with(settings, auth)
+    let loaded = check_files(&settings).map_err(std::io::Error::other)?;
+    global_with(settings, loaded)
 }
 
-/// [`global`] with the authenticator [`check_files`] loaded for `settings` (loaded once).
-pub fn global_with(mut settings: Settings, auth: crate::auth::Authenticator) -> std::io::Result<Arc<Global>> {
+/// What [`check_files`] loaded from the files the configuration names, loaded once for
+/// the whole broker.
+pub struct Loaded {
+    /// Authentication and authorization.
+    pub auth: crate::auth::Authenticator,
+    /// The TLS listener's configuration (certificate, key, client CA), shared by every
+    /// shard; None without a certificate.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
+}
+
+/// [`global`] with what [`check_files`] loaded for `settings`.
+pub fn global_with(mut settings: Settings, loaded: Loaded) -> std::io::Result<Arc<Global>> {
+    let Loaded { auth, tls } = loaded;
     // The store's files are opened through io_uring, where a relative directory failed
     // to open (EBADF: "./data", the default, wrote nothing and refused every durable
     // publish): it is made absolute once, against the working directory at start.
@@ -23,6 +34,7 @@ pub fn global_with(mut settings: Settings, auth: crate::auth::Authenticator) -> 
     let shards = settings.shards;
     Ok(Arc::new(Global {
         auth: Arc::new(auth),
+        tls,
         admin: (0..shards).map(|_| Arc::new(crossbeam_queue::ArrayQueue::new(64))).collect(),
         settings,
         connections: AtomicUsize::new(0),
@@ -49,20 +61,21 @@ fn auth_config(settings: &Settings) -> crate::auth::AuthConfig {
 }
 
 /// Load what the configuration names on disk as a start would: the JWT key, the
-/// casbin model and policy (the authenticator, returned for [`global_with`]), the TLS
-/// certificate, key and client CA. `check-config` runs it, and so does the binary
+/// casbin model and policy (the authenticator), the TLS certificate, key and client CA
+/// (the TLS configuration every shard then shares), returned for [`global_with`]. `check-config` runs it, and so does the binary
 /// before it starts, so a file that is missing or unusable is a configuration error
 /// (exit 2, not restarted by systemd) rather than a failed start.
-pub fn check_files(settings: &Settings) -> Result<crate::auth::Authenticator, String> {
+pub fn check_files(settings: &Settings) -> Result<Loaded, String> {
     let auth = crate::auth::Authenticator::new(&auth_config(settings))?;
+    let mut tls = None;
     if settings.enable {
         let no_cert = settings.tls_cert_file.is_empty() && settings.tls_key_file.is_empty();
         if !settings.tls_client_ca_file.is_empty() && no_cert {
             return Err("SLUICE_TLS_CLIENT_CA_FILE is set without a TLS certificate and key (SLUICE_TLS_CERT_FILE, SLUICE_TLS_KEY_FILE): client certificates need the TLS listener".into());
         }
-        crate::net::tls::server_config(settings)?;
+        tls = crate::net::tls::server_config(settings)?;
     }
-    Ok(auth)
+    Ok(Loaded { auth, tls })
 }
 
 /// Raise the soft limit on open files to the hard limit, as most servers (and Go's

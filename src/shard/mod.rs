@@ -53,6 +53,9 @@ pub struct Global {
     pub ready: AtomicUsize,
     /// Authentication and authorization (shared, read-only).
     pub auth: Arc<crate::auth::Authenticator>,
+    /// The TLS listener's configuration, loaded once for every shard (None without a
+    /// certificate).
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     /// Per shard: its store can write (produce credit towards its channels stops when not).
     pub store_ok: Vec<std::sync::Arc<AtomicBool>>,
     /// The homes of the events channels (the shard of each one's first subscriber).
@@ -621,10 +624,7 @@ async fn shard_main(
     home.restore(recovered);
     home.events_dir = Some((id, global.events_dir.clone()));
     let health = crate::store::Health { healthy: global.store_ok[id as usize].clone() };
-    let tls = crate::net::tls::server_config(&global.settings)
-        .map_err(std::io::Error::other)?
-        .filter(|_| global.settings.tls_port != 0)
-        .map(futures_rustls::TlsAcceptor::from);
+    let tls = global.tls.clone().filter(|_| global.settings.tls_port != 0).map(futures_rustls::TlsAcceptor::from);
     let shard = Rc::new(Shard {
         id,
         shards,
