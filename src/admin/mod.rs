@@ -77,6 +77,9 @@ fn route(global: &Global, handle: &PrometheusHandle, counted: &mut ChannelCounte
             Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
             Ok(page) => {
                 let snaps = in_shard_order(collect(global, Scope::Connections { page }));
+                if page.is_some() && snaps.len() < global.admin.len() {
+                    return shard_missing();
+                }
                 let more_on_a_shard = page.is_some_and(|p| snaps.iter().any(|s| s.connections.len() >= p.limit));
                 let mut conns: Vec<_> = snaps.into_iter().flat_map(|s| s.connections).collect();
                 let mut next = None;
@@ -98,6 +101,9 @@ fn route(global: &Global, handle: &PrometheusHandle, counted: &mut ChannelCounte
             Err(why) => (400, "application/json", serde_json::json!({ "error": why }).to_string()),
             Ok(page) => {
                 let snaps = in_shard_order(collect(global, Scope::Links { page }));
+                if page.is_some() && snaps.len() < global.admin.len() {
+                    return shard_missing();
+                }
                 let more_on_a_shard = page.is_some_and(|p| snaps.iter().any(|s| s.links.len() >= p.limit));
                 let mut links: Vec<_> = snaps.into_iter().flat_map(|s| s.links).collect();
                 let mut next = None;
@@ -129,6 +135,9 @@ fn route(global: &Global, handle: &PrometheusHandle, counted: &mut ChannelCounte
                     _ => None,
                 };
                 let snaps = collect(global, scope);
+                if limit.is_some() && snaps.len() < global.admin.len() {
+                    return shard_missing();
+                }
                 // Each shard sent its first `limit`: the first `limit` of all are among them.
                 let more_on_a_shard = limit.is_some_and(|l| snaps.iter().any(|s| s.channels.len() >= l));
                 let mut all: Vec<_> = snaps
@@ -255,6 +264,12 @@ fn connection_page(query: &str) -> Result<Option<Page>, String> {
         }
     };
     Ok(Some(Page { limit, after }))
+}
+
+/// A page cannot be cut from the shards that answered alone: what a silent shard holds
+/// would be skipped, or the last page announced while it still holds some.
+fn shard_missing() -> Response {
+    Response::json(503, r#"{"error":"a shard did not answer within 2 s; ask again"}"#.to_owned())
 }
 
 /// Shard snapshots in shard order (each lists its connections in number order).

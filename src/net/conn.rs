@@ -2715,13 +2715,15 @@ impl Driver {
             }
             return;
         }
+        // Not listed before its OPEN; and still new then, so that the OPEN publishes it at
+        // once (the SASL exchange before it changes no count).
+        if self.info.container_id.is_empty() && !self.engine.is_open() {
+            return;
+        }
         self.registry_due = None;
         self.registry_count = count;
         self.registry_at = Instant::now();
         let mut reg = self.shard.registry.borrow_mut();
-        if self.info.container_id.is_empty() && !self.engine.is_open() {
-            return;
-        }
         self.info.sessions = self.sessions.len() as i64;
         self.info.links = self.links.len() as i64;
         self.info.dynamic_nodes = self.nodes.len() as i64;

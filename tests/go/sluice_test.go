@@ -671,27 +671,34 @@ type connInfo struct {
 }
 
 // adminConnection is the broker's view of the connection opened as `container`
-// (GET /api/amqp10/connections).
+// (GET /api/amqp10/connections), asked until it lists it: a shard publishes what it
+// lists every 20 ms at most.
 func adminConnection(t *testing.T, container string) connInfo {
 	t.Helper()
-	resp, err := http.Get(env(t, "SLUICE_ADMIN") + "/api/amqp10/connections")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var all struct {
-		Connections []connInfo `json:"connections"`
-	}
-	if err := json.NewDecoder(resp.Body).Decode(&all); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range all.Connections {
-		if c.ContainerID == container {
-			return c
+	deadline := time.Now().Add(opTimeout)
+	for {
+		resp, err := http.Get(env(t, "SLUICE_ADMIN") + "/api/amqp10/connections")
+		if err != nil {
+			t.Fatal(err)
 		}
+		var all struct {
+			Connections []connInfo `json:"connections"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&all)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range all.Connections {
+			if c.ContainerID == container {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no connection %q in %+v", container, all.Connections)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
-	t.Fatalf("no connection %q in %+v", container, all.Connections)
-	return connInfo{}
 }
 
 func roundTripOver(t *testing.T, s *amqp.Session) {
