@@ -80,21 +80,9 @@ fn route(global: &Global, handle: &PrometheusHandle, counted: &mut ChannelCounte
                 if page.is_some() && snaps.len() < global.admin.len() {
                     return shard_missing();
                 }
-                let more_on_a_shard = page.is_some_and(|p| snaps.iter().any(|s| s.connections.len() >= p.limit));
-                let mut conns: Vec<_> = snaps.into_iter().flat_map(|s| s.connections).collect();
-                let mut next = None;
-                if let Some(p) = page {
-                    if conns.len() > p.limit || more_on_a_shard {
-                        conns.truncate(p.limit);
-                        next = conns.last().map(|c| c.id.clone());
-                    }
-                }
-                let total = conns.len();
-                let body = match page {
-                    Some(_) => serde_json::json!({ "connections": conns, "total": total, "next": next }),
-                    None => serde_json::json!({ "connections": conns, "total": total }),
-                };
-                (200, "application/json", body.to_string())
+                let lens = snaps.iter().map(|s| s.connections.len()).collect();
+                let conns = snaps.into_iter().flat_map(|s| s.connections).collect();
+                (200, "application/json", connection_answer("connections", conns, lens, page, |c| &c.id))
             }
         },
         "/api/amqp10/links" => match connection_page(query) {
@@ -104,27 +92,9 @@ fn route(global: &Global, handle: &PrometheusHandle, counted: &mut ChannelCounte
                 if page.is_some() && snaps.len() < global.admin.len() {
                     return shard_missing();
                 }
-                let more_on_a_shard = page.is_some_and(|p| snaps.iter().any(|s| s.links.len() >= p.limit));
-                let mut links: Vec<_> = snaps.into_iter().flat_map(|s| s.links).collect();
-                let mut next = None;
-                if let Some(p) = page {
-                    // Whole connections, until `limit` links or more.
-                    let mut end = 0;
-                    while end < links.len() && end < p.limit {
-                        let conn = &links[end].connection;
-                        end += links[end..].iter().take_while(|l| &l.connection == conn).count();
-                    }
-                    if end < links.len() || more_on_a_shard {
-                        links.truncate(end);
-                        next = links.last().map(|l| l.connection.clone());
-                    }
-                }
-                let total = links.len();
-                let body = match page {
-                    Some(_) => serde_json::json!({ "links": links, "total": total, "next": next }),
-                    None => serde_json::json!({ "links": links, "total": total }),
-                };
-                (200, "application/json", body.to_string())
+                let lens = snaps.iter().map(|s| s.links.len()).collect();
+                let links = snaps.into_iter().flat_map(|s| s.links).collect();
+                (200, "application/json", connection_answer("links", links, lens, page, |l| &l.connection))
             }
         },
         "/api/channels" => match channel_page(query) {
@@ -270,6 +240,34 @@ fn connection_page(query: &str) -> Result<Option<Page>, String> {
 /// would be skipped, or the last page announced while it still holds some.
 fn shard_missing() -> Response {
     Response::json(503, r#"{"error":"a shard did not answer within 2 s; ask again"}"#.to_owned())
+}
+
+/// The JSON answer of /api/amqp10/connections or /links: `items` as the shards sent them,
+/// in shard order (`lens`: how many each sent), each naming its connection by `conn`
+/// (a connection names itself; a link, its connection). With `page`, whole connections
+/// until `limit` items or more, and `next`: the last connection's id when more may follow
+/// (items were left, or a shard sent `limit` or more and may have had more).
+fn connection_answer<T: serde::Serialize>(
+    key: &str,
+    mut items: Vec<T>,
+    lens: Vec<usize>,
+    page: Option<Page>,
+    conn: impl Fn(&T) -> &String,
+) -> String {
+    let Some(p) = page else {
+        return serde_json::json!({ key: items, "total": items.len() }).to_string();
+    };
+    let mut end = 0;
+    while end < items.len() && end < p.limit {
+        let c = conn(&items[end]);
+        end += items[end..].iter().take_while(|i| conn(i) == c).count();
+    }
+    let mut next = None;
+    if end < items.len() || lens.iter().any(|&n| n >= p.limit) {
+        items.truncate(end);
+        next = items.last().map(|i| conn(i).clone());
+    }
+    serde_json::json!({ key: items, "total": items.len(), "next": next }).to_string()
 }
 
 /// Shard snapshots in shard order (each lists its connections in number order).

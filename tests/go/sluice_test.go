@@ -93,6 +93,17 @@ func receiver(t *testing.T, s *amqp.Session, addr string, opts *amqp.ReceiverOpt
 	return r
 }
 
+// sendNumbered sends the messages whose bodies are the numbers from..to-1, one after
+// another, each waited for (its outcome, or its send when pre-settled).
+func sendNumbered(t *testing.T, snd *amqp.Sender, from, to int) {
+	t.Helper()
+	for i := from; i < to; i++ {
+		if err := snd.Send(ctx(t), amqp.NewMessage([]byte(fmt.Sprint(i))), nil); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+}
+
 func receive(t *testing.T, r *amqp.Receiver) *amqp.Message {
 	t.Helper()
 	m, err := r.Receive(ctx(t), nil)
@@ -294,11 +305,7 @@ func TestQueueUnsettledComeBackAfterDisconnect(t *testing.T) {
 	addr := "queues/" + uid("go-disconnect")
 	c1, s1 := dial(t, nil)
 	snd := sender(t, s1, addr, nil)
-	for i := 0; i < 3; i++ {
-		if err := snd.Send(ctx(t), amqp.NewMessage([]byte(fmt.Sprint(i))), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendNumbered(t, snd, 0, 3)
 	r1 := receiver(t, s1, addr, &amqp.ReceiverOptions{Credit: 3})
 	for i := 0; i < 3; i++ {
 		receive(t, r1)
@@ -331,11 +338,7 @@ func TestQueuePresettledConsumerBeyondItsCredit(t *testing.T) {
 	addr := "queues/" + uid("go-settled")
 	snd := sender(t, s, addr, nil)
 	const n = 20
-	for i := 0; i < n; i++ {
-		if err := snd.Send(ctx(t), amqp.NewMessage([]byte(fmt.Sprint(i))), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendNumbered(t, snd, 0, n)
 	r := receiver(t, s, addr, &amqp.ReceiverOptions{Credit: 5, RequestedSenderSettleMode: amqp.SenderSettleModeSettled.Ptr()})
 	for i := 0; i < n; i++ {
 		if got := string(receive(t, r).GetData()); got != fmt.Sprint(i) {
@@ -353,11 +356,7 @@ func TestDrainUsesUpTheCredit(t *testing.T) {
 	_, s := dial(t, nil)
 	addr := "queues/" + uid("go-drain")
 	snd := sender(t, s, addr, nil)
-	for i := 0; i < 3; i++ {
-		if err := snd.Send(ctx(t), amqp.NewMessage([]byte(fmt.Sprint(i))), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendNumbered(t, snd, 0, 3)
 	r := receiver(t, s, addr, &amqp.ReceiverOptions{Credit: -1})
 	if err := r.IssueCredit(10); err != nil {
 		t.Fatal(err)
@@ -467,11 +466,7 @@ func TestEventsFanOut(t *testing.T) {
 	snd := sender(t, s, addr, &amqp.SenderOptions{SettlementMode: amqp.SenderSettleModeSettled.Ptr()})
 	subscribed(t, snd, nil, subs...)
 	const n = 50
-	for i := 0; i < n; i++ {
-		if err := snd.Send(ctx(t), amqp.NewMessage([]byte(fmt.Sprint(i))), nil); err != nil {
-			t.Fatal(err)
-		}
-	}
+	sendNumbered(t, snd, 0, n)
 	for k, r := range subs {
 		for i := 0; i < n; i++ {
 			if got := string(receiveEvent(t, r).GetData()); got != fmt.Sprint(i) {
@@ -487,14 +482,7 @@ func TestEventsStoreReplayAndDurableResume(t *testing.T) {
 	addr := "events-store/" + uid("go-store")
 	_, s := dial(t, nil)
 	snd := sender(t, s, addr, nil)
-	send := func(from, to int) {
-		for i := from; i < to; i++ {
-			if err := snd.Send(ctx(t), amqp.NewMessage([]byte(fmt.Sprint(i))), nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	send(0, 5)
+	sendNumbered(t, snd, 0, 5)
 	first := receiver(t, s, addr, &amqp.ReceiverOptions{Credit: 10, Properties: map[string]any{"x-opt-kubemq-start": "first"}})
 	for i := 0; i < 5; i++ {
 		if got := string(receive(t, first).GetData()); got != fmt.Sprint(i) {
@@ -520,7 +508,7 @@ func TestEventsStoreReplayAndDurableResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	c1.Close()
-	send(5, 8)
+	sendNumbered(t, snd, 5, 8)
 	_, s2 := dial(t, &amqp.ConnOptions{ContainerID: container})
 	r2 := receiver(t, s2, addr, durable)
 	for i := 5; i < 8; i++ {

@@ -296,21 +296,17 @@ def test_default_pattern_setting(broker_factory, amqp):
     assert [m.body for m in c.receiver(f"queues/{name}", credit=1).take(1)] == ["q"]
 
 
-def test_an_address_written_as_a_url_names_its_path(broker, amqp):
-    # uAMQP puts the whole URL it was given in its termini (tests/python/test_uamqp.py).
+# A leading slash, and an address written as a URL (uAMQP puts the whole URL it was
+# given in its termini, tests/python/test_uamqp.py), name the node of the bare address.
+@pytest.mark.parametrize("sent_to,received_from", [("/queues/{}", "queues/{}"),
+                                                   ("amqps://localhost:5671/queues/{}", "AMQP://127.0.0.1/queues/{}")],
+                         ids=["leading-slash", "url"])
+def test_address_forms_name_the_same_node(broker, amqp, sent_to, received_from):
     ch = uid("q")
     c = amqp.connect(broker.url)
-    s = c.sender(f"amqps://localhost:5671/queues/{ch}")
+    s = c.sender(sent_to.format(ch))
     assert s.send_and_wait(Message(body="x")).remote_state == ACCEPTED
-    assert [m.body for m in c.receiver(f"AMQP://127.0.0.1/queues/{ch}", credit=1).take(1)] == ["x"]
-
-
-def test_leading_slash_is_equivalent(broker, amqp):
-    ch = uid("q")
-    c = amqp.connect(broker.url)
-    s = c.sender(f"/queues/{ch}")
-    assert s.send_and_wait(Message(body="x")).remote_state == ACCEPTED
-    assert [m.body for m in c.receiver(f"queues/{ch}", credit=1).take(1)] == ["x"]
+    assert [m.body for m in c.receiver(received_from.format(ch), credit=1).take(1)] == ["x"]
 
 
 # ------------------------------------------------------------------ channel validation
