@@ -134,10 +134,18 @@ class Broker:
         self.startup_s = time.monotonic() - started
         if self.startup_s > 2:
             sys.stderr.write(f"\nnote: broker took {self.startup_s:.1f} s to become healthy\n")
-        # The AMQP listener too.
+        # The AMQP listener too. The probe half-closes and reads until the broker has
+        # closed its end: the broker ends that connection (and uncounts it) before the
+        # probe returns, so a test at CONNECTORS_AMQP10_MAX_CONNECTIONS does not find
+        # the probe still holding a place (a CI run once saw its second client refused
+        # and its third let in, the probe's place freed between them).
         while True:
             try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.5).close()
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as probe:
+                    probe.shutdown(socket.SHUT_WR)
+                    probe.settimeout(STARTUP_TIMEOUT_S)
+                    while probe.recv(64):
+                        pass
                 break
             except OSError:
                 if time.monotonic() > deadline:
