@@ -2,7 +2,7 @@
 //! that shard alone (plain state, no locks); driven by [`ShardMsg`]s and answering
 //! with more of them, which the shard router delivers.
 
-use super::address::ChannelKey;
+use super::address::{self, ChannelKey};
 use super::directory::EventsDirectory;
 use super::message::SelectorView;
 use super::selector::Selector;
@@ -25,6 +25,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// Requests waiting for a responder, per RPC channel, at most.
+/// What a queue's dead-letter queue adds to its name: `queues/<channel>.dlq`.
+const DLQ_SUFFIX: &str = ".dlq";
+
 const RPC_WAITING_MAX: usize = 10_000;
 /// Payload bytes of the requests waiting for a responder, per RPC channel, at most.
 const RPC_WAITING_MAX_BYTES: u64 = 256 << 20;
@@ -1136,6 +1139,11 @@ struct Consumer {
     /// The tokens of the deliveries it was given (a superset of its unacked ones, in
     /// the order given), so its unsubscribe finds them without walking the queue's.
     tokens: Trail<u64>,
+    /// Deliveries past their ack deadline (token to size), gone back to the queue but
+    /// not yet settled by the client, which still holds them: each keeps its place in
+    /// the consumer's window (its counts) until settled, so the consumer is never given
+    /// more than its window. At most its window's worth (each entry was a place).
+    expired: HashMap<u64, u64>,
     /// In the queue's `turns`.
     queued: bool,
     /// Held back by its byte watermark, with room for this many bytes (in the queue's
@@ -1296,6 +1304,7 @@ impl QueueChan {
             max_out_msgs: spec.max_outstanding_messages,
             max_out_bytes: spec.max_outstanding_bytes,
             ack_deadline_ms: spec.ack_deadline_ms,
+            expired: HashMap::default(),
             tokens: Trail::default(),
             queued: false,
             blocked: None,
@@ -1433,21 +1442,29 @@ impl QueueChan {
     /// Forget an unacked delivery and return its item.
     fn take_unacked(&mut self, token: u64) -> Option<(QItem, SubRef)> {
         let u = self.unacked.remove(&token)?;
-        let size = u.item.msg.payload.len() as u64;
-        if let Some(c) = self.consumer(u.sub) {
-            c.unsettled = c.unsettled.saturating_sub(1);
-            c.unsettled_bytes = c.unsettled_bytes.saturating_sub(size);
-            c.tokens.forget(token);
-            self.unblock_consumer(u.sub);
-        }
+        self.release_place(u.sub, token, u.item.msg.payload.len() as u64);
         Some((u.item, u.sub))
     }
 
-    /// Back to the tail, or to `queues/<channel>.dlq` once delivered too often.
+    /// A delivery of `size` bytes no longer counts in its consumer's window.
+    fn release_place(&mut self, sub: SubRef, token: u64, size: u64) {
+        if let Some(c) = self.consumer(sub) {
+            c.unsettled = c.unsettled.saturating_sub(1);
+            c.unsettled_bytes = c.unsettled_bytes.saturating_sub(size);
+            c.tokens.forget(token);
+            self.unblock_consumer(sub);
+        }
+    }
+
+    /// Back to the tail, or to `queues/<channel>.dlq` once delivered too often. A
+    /// channel whose name leaves no room for `.dlq` within [`address::NAME_MAX`] has
+    /// none (no client could attach to it, so what went there could never be read):
+    /// its messages go back to the tail, however often delivered.
     fn requeue(&mut self, key: &ChannelKey, item: QItem, max_receive_count: u32, out: &mut Vec<ShardMsg>) {
-        if max_receive_count > 0 && item.receive_count >= max_receive_count {
+        let has_dlq = key.name.len() + DLQ_SUFFIX.len() <= address::NAME_MAX;
+        if max_receive_count > 0 && item.receive_count >= max_receive_count && has_dlq {
             self.counters.dead_lettered += 1;
-            let dlq = ChannelKey::new(Pattern::Queues, &format!("{}.dlq", key.name));
+            let dlq = ChannelKey::new(Pattern::Queues, &format!("{}{DLQ_SUFFIX}", key.name));
             // Logged as gone here only once the dead-letter queue has it on disk.
             out.push(ShardMsg::DeadLetter { key: dlq, msg: item.msg.clone(), source: self.key.clone(), id: item.id });
             self.moving.insert(item.id, item);
@@ -1467,7 +1484,13 @@ impl QueueChan {
     ) {
         match self.unacked.get(&token) {
             Some(u) if u.sub == sub => {}
-            _ => return,
+            _ => {
+                // One past its ack deadline (back in the queue already): its place.
+                if let Some(size) = self.consumer(sub).and_then(|c| c.expired.remove(&token)) {
+                    self.release_place(sub, token, size);
+                }
+                return;
+            }
         }
         let Some((mut item, _)) = self.take_unacked(token) else { return };
         match outcome {
@@ -1496,10 +1519,13 @@ impl QueueChan {
             self.unacked.iter().filter(|(_, u)| u.deadline != 0 && u.deadline <= now_ms).map(|(t, _)| *t).collect();
         due.sort_unstable();
         for t in due {
-            if let Some((item, _)) = self.take_unacked(t) {
-                self.counters.deadline_expired += 1;
-                self.requeue(key, item, max_receive_count, out);
+            let Some(u) = self.unacked.remove(&t) else { continue };
+            // The client still holds it: its place stays taken until it settles.
+            if let Some(c) = self.consumers.get_mut(u.sub) {
+                c.expired.insert(t, u.item.msg.payload.len() as u64);
             }
+            self.counters.deadline_expired += 1;
+            self.requeue(key, u.item, max_receive_count, out);
         }
         self.next_deadline = self.unacked.values().map(|u| u.deadline).filter(|d| *d != 0).min().unwrap_or(0);
     }
@@ -3316,6 +3342,91 @@ mod tests {
             })
             .collect();
         assert_eq!(dead, vec![&b"b"[..]], "only the message that was sent");
+    }
+
+    /// A delivery past its ack deadline goes back to the queue, but keeps its place in
+    /// the consumer's window until the client settles it: a consumer with
+    /// max-outstanding-messages 1 is not given a second message while it still holds
+    /// the first. Before, the expiry freed the place at once and the consumer held two.
+    #[test]
+    fn an_expired_delivery_keeps_its_place_in_the_window_until_settled() {
+        let mut home = events_home();
+        home.max_receive_count = 0;
+        let key = ChannelKey::new(Pattern::Queues, "slow-consumer");
+        let mut out = Vec::new();
+        let mut spec = spec();
+        spec.presettled = false;
+        spec.max_outstanding_messages = 1;
+        spec.ack_deadline_ms = 1_000;
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
+        home.handle(publish_msg(&key, &b"a"[..]), 1, &mut out);
+        home.handle(publish_msg(&key, &b"b"[..]), 1, &mut out);
+        out.clear();
+        home.handle(credit_msg(&key, 1, 10), 1, &mut out);
+        let tokens = |out: &[ShardMsg]| -> Vec<u64> {
+            out.iter()
+                .filter_map(|m| match m {
+                    ShardMsg::Deliver { token, .. } => Some(*token),
+                    _ => None,
+                })
+                .collect()
+        };
+        let first = tokens(&out);
+        assert_eq!(first.len(), 1);
+        out.clear();
+        home.tick(5_000, &mut out);
+        assert!(tokens(&out).is_empty(), "given a second message while it holds the expired one");
+        assert_eq!(home.queues[&key].ready.len(), 2, "the expired one is back in the queue");
+        // Its settlement (too late to count) frees the place.
+        let settle = ShardMsg::Settle { key: key.clone(), sub: sub(1), token: first[0], outcome: Outcome::Accepted };
+        home.handle(settle, 5_001, &mut out);
+        assert_eq!(tokens(&out).len(), 1);
+    }
+
+    /// A queue whose name leaves no room for `.dlq` within 255 bytes keeps a message
+    /// delivered too often (at the tail, its count kept) instead of moving it to a
+    /// dead-letter queue no client could attach to; one a byte shorter moves it.
+    #[test]
+    fn a_queue_too_long_for_its_dead_letter_name_keeps_its_message() {
+        for (len, moved) in [(252, false), (251, true)] {
+            let qj = Rc::new(RefCell::new(Journal::disabled(LogKind::Queues)));
+            let ej = Rc::new(RefCell::new(Journal::disabled(LogKind::Events)));
+            let mut home = Home::new(1, Retention::default(), qj, ej);
+            let key = ChannelKey::new(Pattern::Queues, &"n".repeat(len));
+            let mut out = Vec::new();
+            home.handle(publish_msg(&key, &b"poison"[..]), 1, &mut out);
+            let mut spec = spec();
+            spec.presettled = false;
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
+            out.clear();
+            home.handle(credit_msg(&key, 1, 1), 1, &mut out);
+            let token = out
+                .iter()
+                .find_map(|m| match m {
+                    ShardMsg::Deliver { token, .. } => Some(*token),
+                    _ => None,
+                })
+                .expect("delivered");
+            out.clear();
+            home.handle(unsubscribe_msg(&key, sub(1), vec![token]), 2, &mut out);
+            let dead: Vec<String> = out
+                .iter()
+                .filter_map(|m| match m {
+                    ShardMsg::DeadLetter { key, .. } => Some(key.name.to_string()),
+                    _ => None,
+                })
+                .collect();
+            let q = &home.queues[&key];
+            let ready: Vec<(&[u8], u32)> = q.ready.iter().map(|i| (&i.msg.payload[..], i.receive_count)).collect();
+            if moved {
+                assert_eq!(dead, vec![format!("{}.dlq", key.name)]);
+                assert!(ready.is_empty(), "{ready:?}");
+                assert_eq!(dead[0].len(), 255);
+            } else {
+                assert!(dead.is_empty(), "{dead:?}");
+                assert_eq!(ready, vec![(&b"poison"[..], 1)]);
+            }
+        }
     }
 
     /// The consumer with the most room under its byte watermark, passed over when it

@@ -387,6 +387,16 @@ impl Session {
         }
     }
 
+    /// Drop the frames of local handle `handle` still waiting for the peer's window: the
+    /// link is going, and a later link may take its handle.
+    fn drop_blocked(&mut self, handle: Option<u32>) {
+        if let Some(h) = handle {
+            if !self.blocked.is_empty() {
+                self.blocked.retain(|(t, _)| t.handle != h);
+            }
+        }
+    }
+
     /// Stop tracking the deliveries of link `id` (of role `role`): `keys` is its trail,
     /// so the cost is the link's own deliveries, not the session's.
     fn forget_link(&mut self, id: LinkId, role: Role, keys: VecDeque<u32>) {
@@ -446,6 +456,12 @@ struct Link {
     delivery_count: u32,
     initial_delivery_count: u32,
     link_credit: u32,
+    /// A receiving link's highest delivery-limit granted (delivery-count plus
+    /// link-credit, serial): transfers are taken up to it. A lowered credit does not
+    /// lower it, since the sender may have sent under the higher one before our FLOW
+    /// reached it (its transfers cross our FLOW); the peer is still held to what was
+    /// once granted.
+    credit_limit: u32,
     drain: bool,
     available: Option<u32>,
     max_message_size: u64,
@@ -1091,17 +1107,21 @@ impl Connection {
         if s.by_remote_handle.contains(a.handle) {
             return Err(ProtocolError::HandleInUse(ch));
         }
-        // The answer to an ATTACH we sent?
-        let pending = s
-            .local_handles
-            .iter()
-            .flatten()
-            .copied()
-            .find(|id| matches!(self.link(*id), Some(l) if l.state == LinkState::AttachSent && l.name == a.name));
+        // The answer to an ATTACH we sent? (Also of a link we have detached since: its
+        // DETACH follows on the handle given here, and frees it.)
+        let pending = s.local_handles.iter().flatten().copied().find(|id| {
+            matches!(self.link(*id), Some(l) if l.remote_handle.is_none()
+                && matches!(l.state, LinkState::AttachSent | LinkState::DetachSent)
+                && l.name == a.name)
+        });
         let max_message_size = self.config.max_message_size;
         if let Some(id) = pending {
             if let Some(s) = self.session_mut(ch) {
                 s.by_remote_handle.insert(a.handle, id);
+            }
+            if let Some(l) = self.link_mut(id).filter(|l| l.state == LinkState::DetachSent) {
+                l.remote_handle = Some(a.handle);
+                return Ok(());
             }
             if let Some(l) = self.link_mut(id) {
                 l.remote_handle = Some(a.handle);
@@ -1109,6 +1129,7 @@ impl Connection {
                 l.peer_max_message_size = a.max_message_size.filter(|m| *m > 0).unwrap_or(u64::MAX);
                 if l.role == Role::Receiver {
                     l.delivery_count = a.initial_delivery_count.unwrap_or(0);
+                    l.credit_limit = l.delivery_count.wrapping_add(l.link_credit);
                 }
                 if l.role == Role::Sender {
                     if let Some(m) = a.rcv_settle_mode {
@@ -1135,6 +1156,7 @@ impl Connection {
             delivery_count,
             initial_delivery_count: delivery_count,
             link_credit: 0,
+            credit_limit: delivery_count,
             drain: false,
             available: None,
             max_message_size,
@@ -1171,13 +1193,18 @@ impl Connection {
             None => None,
         };
         let s = self.session_mut(ch).ok_or(ProtocolError::IllegalState("no session"))?;
-        // 2.5.6: remote-incoming-window = next-incoming-id(flow) + incoming-window(flow) - next-outgoing-id(ours)
-        let their_next_in = f.next_incoming_id.unwrap_or(0);
-        s.remote_incoming_window = their_next_in.wrapping_add(f.incoming_window).wrapping_sub(s.next_outgoing_id);
-        if s.remote_incoming_window > f.incoming_window {
-            // The peer's view is ahead of ours (ids it has not seen yet): be conservative.
-            s.remote_incoming_window = f.incoming_window;
-        }
+        // 2.5.6: remote-incoming-window = next-incoming-id(flow) + incoming-window(flow)
+        // - next-outgoing-id(ours), in serial-number arithmetic. Frames in flight count:
+        // a peer that shrank its window below them leaves no room (not a wrapped-around
+        // huge one, nor its whole new window); one whose view is ahead of ours (ids it
+        // has not seen yet, or none: it has not had our BEGIN) gets no more than its window.
+        s.remote_incoming_window = match f.next_incoming_id {
+            Some(their_next_in) => {
+                let edge = SerialNumber(their_next_in.wrapping_add(f.incoming_window));
+                edge.diff(SerialNumber(s.next_outgoing_id)).clamp(0, i64::from(f.incoming_window)) as u32
+            }
+            None => f.incoming_window,
+        };
         if !s.blocked.is_empty() {
             self.write_blocked(ch);
         }
@@ -1303,7 +1330,7 @@ impl Connection {
                         "first transfer without delivery-id or delivery-tag",
                     ));
                 };
-                if l.link_credit == 0 {
+                if SerialNumber(l.delivery_count).diff(SerialNumber(l.credit_limit)) >= 0 {
                     return Err(ProtocolError::TransferLimitExceeded(id));
                 }
                 let settled = t.settled();
@@ -1324,7 +1351,7 @@ impl Connection {
                     }
                     _ => {}
                 }
-                l.link_credit -= 1;
+                l.link_credit = l.link_credit.saturating_sub(1);
                 l.delivery_count = l.delivery_count.wrapping_add(1);
                 if payload.len() as u64 > l.max_message_size {
                     return Err(ProtocolError::MessageSizeExceeded(id));
@@ -1468,12 +1495,25 @@ impl Connection {
     fn on_detach(&mut self, ch: u16, d: Detach) -> Result<(), ProtocolError> {
         let id = self.remote_link(ch, d.handle)?;
         let Some(l) = self.link(id) else { return Ok(()) };
+        if l.state == LinkState::AttachReceived {
+            // Detached before the application answered its ATTACH: the peer waits for
+            // ours, so it gets one with no terminus (the link was not established),
+            // then the answer to its DETACH. If no handle is free for it, the DETACH
+            // cannot be answered on a handle of ours; the link is forgotten all the same.
+            let _ = self.attach_reply(id, Attach::default());
+        }
+        let Some(l) = self.link(id) else { return Ok(()) };
         let we_detached = l.state == LinkState::DetachSent;
         if !we_detached && l.defer_detach && l.local_handle.is_some() {
             if let Some(l) = self.links.get_mut(id.0 as usize).and_then(Option::as_mut) {
                 l.state = LinkState::DetachReceived { closed: d.closed() };
                 if let Some(p) = l.partial.take() {
                     self.partial_bytes -= p.data.capacity() as u64;
+                }
+                // Nothing more goes out on it while its answer is held.
+                let (channel, handle) = (l.channel, l.local_handle);
+                if let Some(s) = self.sessions.get_mut(channel as usize).and_then(Option::as_mut) {
+                    s.drop_blocked(handle);
                 }
             }
             self.events.push_back(Event::Detached { link: id, closed: d.closed(), error: d.error, local: false });
@@ -1623,6 +1663,7 @@ impl Connection {
             delivery_count: initial,
             initial_delivery_count: initial,
             link_credit: 0,
+            credit_limit: initial,
             drain: false,
             available: None,
             max_message_size: self.config.max_message_size,
@@ -1763,9 +1804,7 @@ impl Connection {
         let (role, keys) = self.link_mut(id).map(|l| (l.role, l.trail.take())).unwrap_or_default();
         if let Some(s) = self.session_mut(ch) {
             s.forget_link(id, role, keys);
-            if let Some(h) = handle {
-                s.blocked.retain(|(t, _)| t.handle != h);
-            }
+            s.drop_blocked(handle);
         }
         if !was_attached_by_peer || handle.is_none() {
             // The peer never attached (or we never answered): nothing more will come.
@@ -1793,6 +1832,7 @@ impl Connection {
                 }
             }
             s.forget_link(id, l.role, l.trail.take());
+            s.drop_blocked(l.local_handle);
         }
     }
 
@@ -1826,6 +1866,11 @@ impl Connection {
         }
         l.link_credit = credit;
         l.drain = drain;
+        // (Serial arithmetic holds for distances below 2^31.)
+        let limit = SerialNumber(l.delivery_count).plus(credit.min(i32::MAX as u32));
+        if limit.diff(SerialNumber(l.credit_limit)) > 0 {
+            l.credit_limit = limit.0;
+        }
         self.write_link_flow(id);
         Ok(())
     }

@@ -1345,3 +1345,196 @@ fn a_detach_checks_the_links_own_deliveries_not_its_sessions() {
         assert_eq!(held(&p), 0);
     }
 }
+
+/// A FLOW written by hand: the session's window as the peer sees it and, with a
+/// handle, a link's credit.
+fn raw_flow(next_incoming_id: u32, incoming_window: u32, link: Option<(u32, u32, u32)>) -> Vec<u8> {
+    let (handle, delivery_count, link_credit) = match link {
+        Some((h, dc, c)) => (Some(h), Some(dc), Some(c)),
+        None => (None, None, None),
+    };
+    raw(
+        0,
+        Performative::Flow(Flow {
+            next_incoming_id: Some(next_incoming_id),
+            incoming_window,
+            next_outgoing_id: 0,
+            outgoing_window: 100,
+            handle,
+            delivery_count,
+            link_credit,
+            ..Default::default()
+        }),
+        &[],
+    )
+}
+
+/// The application's event for the peer's ATTACH just handled.
+fn attach_requested(events: &[Event]) -> LinkId {
+    match events.iter().find(|e| matches!(e, Event::AttachRequested { .. })) {
+        Some(Event::AttachRequested { link, .. }) => *link,
+        _ => panic!("no AttachRequested in {events:?}"),
+    }
+}
+
+/// A server with one sending link on handle 0 (the raw peer receives) and the peer's
+/// max-frame-size set to `max_frame_size`.
+fn raw_server_with_sender(max_frame_size: u32) -> (Connection, LinkId) {
+    let mut s = Connection::new(Config::server("s"), 0);
+    let mut input = AMQP_HEADER.to_vec();
+    let open = Open { container_id: "raw".into(), max_frame_size: Some(max_frame_size), ..Default::default() };
+    input.extend(raw(0, Performative::Open(Box::new(open)), &[]));
+    let begin = Begin { next_outgoing_id: 0, incoming_window: 100, outgoing_window: 100, ..Default::default() };
+    input.extend(raw(0, Performative::Begin(begin), &[]));
+    input.extend(raw(0, raw_attach(0, Role::Receiver), &[]));
+    s.handle_input(&input, 0);
+    let link = attach_requested(&drain(&mut s));
+    s.attach_reply(link, Attach::default()).unwrap();
+    collect_out(&mut s);
+    (s, link)
+}
+
+fn transfers(frames: &[Performative]) -> usize {
+    frames.iter().filter(|f| matches!(f, Performative::Transfer(_))).count()
+}
+
+/// A peer that shrinks its incoming window below the frames already in flight leaves
+/// no room (2.5.6 in serial arithmetic). Before, the negative room wrapped around and
+/// was taken as the whole new window, so frames went beyond what the peer allowed.
+#[test]
+fn a_shrunk_window_counts_the_frames_in_flight() {
+    let (mut s, link) = raw_server_with_sender(64 * 1024);
+    s.handle_input(&raw_flow(0, 5, Some((0, 0, 100))), 0);
+    for i in 0..5 {
+        s.send(link, DeliveryTag::from_u64(i), Bytes::from_static(b"m"), true).unwrap();
+    }
+    assert_eq!(transfers(&frames_of(&collect_out(&mut s))), 5);
+    // The peer has seen none of the five and now allows two: 0 + 2 - 5 < 0.
+    s.handle_input(&raw_flow(0, 2, None), 0);
+    assert_eq!(s.send(link, DeliveryTag::from_u64(5), Bytes::from_static(b"m"), true), Err(UsageError::SessionWindow));
+    assert_eq!(transfers(&frames_of(&collect_out(&mut s))), 0);
+    // Once it has taken four of them, one more fits: 4 + 2 - 5 = 1.
+    s.handle_input(&raw_flow(4, 2, None), 0);
+    s.send(link, DeliveryTag::from_u64(5), Bytes::from_static(b"m"), true).unwrap();
+    assert_eq!(s.send(link, DeliveryTag::from_u64(6), Bytes::from_static(b"m"), true), Err(UsageError::SessionWindow));
+    assert_eq!(transfers(&frames_of(&collect_out(&mut s))), 1);
+}
+
+/// Frames of a delivery waiting for the peer's window are dropped when the peer
+/// detaches the link, whether the answer goes at once or is held for the
+/// application: none goes out after the DETACH on a handle the link no longer has.
+#[test]
+fn frames_waiting_for_the_window_are_dropped_when_the_peer_detaches() {
+    for held in [false, true] {
+        let (mut s, link) = raw_server_with_sender(512);
+        if held {
+            s.defer_detach_reply(link);
+        }
+        // A window of one frame, and a message of several.
+        s.handle_input(&raw_flow(0, 1, Some((0, 0, 10))), 0);
+        s.send(link, DeliveryTag::from_u64(0), Bytes::from(vec![7u8; 2000]), true).unwrap();
+        assert_eq!(transfers(&frames_of(&collect_out(&mut s))), 1, "held {held}");
+        s.handle_input(&raw(0, Performative::Detach(Detach { handle: 0, closed: Some(true), error: None }), &[]), 0);
+        assert!(drain(&mut s).iter().any(|e| matches!(e, Event::Detached { local: false, .. })));
+        s.handle_input(&raw_flow(1, 100, None), 0);
+        let frames = frames_of(&collect_out(&mut s));
+        assert_eq!(transfers(&frames), 0, "held {held}: {frames:?}");
+        let detaches = frames.iter().filter(|f| matches!(f, Performative::Detach(_))).count();
+        assert_eq!(detaches, usize::from(!held), "held {held}: {frames:?}");
+        if held {
+            s.complete_detach(link);
+            let frames = frames_of(&collect_out(&mut s));
+            assert!(matches!(frames.as_slice(), [Performative::Detach(d)] if d.handle == 0), "{frames:?}");
+        }
+    }
+}
+
+/// A peer that detaches before the application answered its ATTACH gets an ATTACH
+/// with no terminus, then the answer to its DETACH (held for the application when it
+/// asked for that). Before, neither was written and the peer waited for them.
+#[test]
+fn a_detach_before_the_attach_is_answered_gets_both_answers() {
+    for held in [false, true] {
+        let mut s = raw_server(Config::server("s"));
+        s.handle_input(&raw(0, raw_attach(3, Role::Sender), &[]), 0);
+        let link = attach_requested(&drain(&mut s));
+        if held {
+            s.defer_detach_reply(link);
+        }
+        s.handle_input(&raw(0, Performative::Detach(Detach { handle: 3, closed: Some(true), error: None }), &[]), 0);
+        assert!(drain(&mut s).contains(&Event::Detached { link, closed: true, error: None, local: false }));
+        let frames = frames_of(&collect_out(&mut s));
+        match frames.as_slice() {
+            [Performative::Attach(a)] if held => assert!(a.target.is_none() && a.source.is_none(), "{a:?}"),
+            [Performative::Attach(a), Performative::Detach(d)] if !held => {
+                assert!(a.target.is_none() && a.source.is_none(), "{a:?}");
+                assert_eq!((d.handle, d.closed()), (a.handle, true));
+            }
+            other => panic!("held {held}: {other:?}"),
+        }
+        // The application's late answer finds the link taken care of.
+        assert_eq!(s.attach_reply(link, Attach::default()), Err(UsageError::UnknownEndpoint));
+        if held {
+            assert!(s.link_info(link).is_some());
+            s.complete_detach(link);
+            let frames = frames_of(&collect_out(&mut s));
+            assert!(matches!(frames.as_slice(), [Performative::Detach(d)] if d.closed()), "{frames:?}");
+        }
+        assert!(s.link_info(link).is_none());
+        // Its handle is free for a new link.
+        s.handle_input(&raw(0, raw_attach(3, Role::Sender), &[]), 0);
+        attach_requested(&drain(&mut s));
+        assert!(s.is_open());
+    }
+}
+
+/// A receiver that lowers its credit still takes the transfers the sender sent under
+/// the credit granted before (they cross the FLOW), and no more than that.
+#[test]
+fn transfers_sent_before_a_lowered_credit_arrived_are_taken() {
+    let (mut s, link) = raw_server_with_receiver(Config::server("s"), 10);
+    s.grant_credit(link, 2, false).unwrap();
+    let mut input = Vec::new();
+    for i in 0..10 {
+        input.extend(raw(0, raw_transfer(0, Some(i), false), b"m"));
+    }
+    s.handle_input(&input, 0);
+    let ev = drain(&mut s);
+    assert_eq!(deliveries(&ev).len(), 10);
+    assert_eq!(local_error(&ev), None);
+    assert_eq!(s.link_credit(link), 0);
+    // The eleventh goes beyond anything granted.
+    s.handle_input(&raw(0, raw_transfer(0, Some(10), false), b"m"), 0);
+    let ev = drain(&mut s);
+    assert!(deliveries(&ev).is_empty());
+    assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:link:transfer-limit-exceeded"));
+}
+
+/// The peer's answer to an ATTACH of ours that we detached before it came is matched
+/// to that link (its DETACH then frees it); before, it was taken for a new ATTACH
+/// from the peer, and our link and its handle were never freed.
+#[test]
+fn the_answer_to_an_attach_we_detached_is_matched_to_it() {
+    let mut p = Pair::open();
+    let ch = p.client.begin().unwrap();
+    p.pump();
+    drain(&mut p.client);
+    drain(&mut p.server);
+    let attach = Attach { name: "gone".into(), role: Role::Receiver, ..Default::default() };
+    let c = p.client.attach(ch, attach.clone()).unwrap();
+    p.client.detach(c, None);
+    // The server reads both: it answers the ATTACH (no terminus), then the DETACH.
+    while let Some(b) = p.client.poll_transmit() {
+        p.server.handle_input(&b, 0);
+    }
+    let s = attach_requested(&drain(&mut p.server));
+    assert_eq!(p.server.attach_reply(s, attach.clone()), Err(UsageError::UnknownEndpoint));
+    p.pump();
+    let ev = drain(&mut p.client);
+    assert!(!ev.iter().any(|e| matches!(e, Event::AttachRequested { .. } | Event::Attached { .. })), "{ev:?}");
+    assert!(p.client.link_info(c).is_none());
+    // Handle 0 is free again.
+    p.client.attach(ch, Attach { name: "next".into(), ..attach }).unwrap();
+    let frames = frames_of(&collect_out(&mut p.client));
+    assert!(matches!(frames.as_slice(), [Performative::Attach(a)] if a.handle == 0), "{frames:?}");
+}
