@@ -677,7 +677,9 @@ pub fn put_variable(out: &mut BytesMut, code8: u8, bytes: &[u8]) {
 ///
 /// `encoded_by_hand` after the symbol leaves out the [`Encode`] impl, for the hot
 /// performatives whose one-pass encoders live in `types::fast`; their general
-/// encoding stays available as `encode_general`.
+/// encoding stays available as `encode_general`. `every_field` writes every field, the
+/// trailing nulls too, for peers that index the list instead of reading its count
+/// (Azure's pure-Python client reads an error's third field): two bytes more per field.
 macro_rules! described_list {
     (@encode $name:ident) => {
         impl $crate::codec::Encode for $name {
@@ -688,6 +690,15 @@ macro_rules! described_list {
         }
     };
     (@encode $name:ident encoded_by_hand) => {};
+    (@encode $name:ident every_field) => {
+        $crate::described_list!(@encode $name);
+    };
+    (@every every_field) => {
+        true
+    };
+    (@every $($how:ident)?) => {
+        false
+    };
     (
         $(#[$meta:meta])*
         pub struct $name:ident = $code:literal, $symbol:literal $(, $how:ident)? {
@@ -743,6 +754,9 @@ macro_rules! described_list {
                 let mut count = 0u32;
                 let mut n = 0u32;
                 $( n += 1; if !$crate::codec::Field::is_null(&self.$field) { count = n; } )*
+                if $crate::described_list!(@every $($how)?) {
+                    count = n;
+                }
                 let at = $crate::codec::begin_small_list(out);
                 let mut n = 0u32;
                 $(

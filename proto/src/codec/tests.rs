@@ -379,12 +379,13 @@ fn error_full_value() -> Error {
     }
 }
 
-/// error with condition and description: 37 bytes.
+/// error with condition and description: 38 bytes (every field is written: a null info).
 const ERROR_NOT_FOUND: &str = concat!(
     "00 53 1d ",
-    "c0 20 02 ",                                        // list8, size 32, count 2
+    "c0 21 03 ",                                        // list8, size 33, count 3
     "a3 0e 61 6d 71 70 3a 6e 6f 74 2d 66 6f 75 6e 64 ", // :amqp:not-found (16)
-    "a1 0d 6e 6f 20 73 75 63 68 20 71 75 65 75 65",     // "no such queue" (15)
+    "a1 0d 6e 6f 20 73 75 63 68 20 71 75 65 75 65 ",    // "no such queue" (15)
+    "40",                                               // info: null
 );
 
 fn detach_hex() -> String {
@@ -397,16 +398,18 @@ fn detach_value() -> Detach {
 
 const END_WITH_ERROR: &str = concat!(
     "00 53 17 ",
-    "c0 26 01 ",          // list8, size 38, count 1
-    "00 53 1d c0 20 01 ", // error: list8, size 32, count 1
-    "a3 1d 61 6d 71 70 3a 73 65 73 73 69 6f 6e 3a 77 69 6e 64 6f 77 2d 76 69 6f 6c 61 74 69 6f 6e", // :amqp:session:window-violation
+    "c0 28 01 ",          // list8, size 40, count 1
+    "00 53 1d c0 22 03 ", // error: list8, size 34, count 3
+    "a3 1d 61 6d 71 70 3a 73 65 73 73 69 6f 6e 3a 77 69 6e 64 6f 77 2d 76 69 6f 6c 61 74 69 6f 6e ", // :amqp:session:window-violation
+    "40 40", // description and info: null
 );
 
 const CLOSE_WITH_ERROR: &str = concat!(
     "00 53 18 ",
-    "c0 1c 01 ",                                                      // list8, size 28, count 1
-    "00 53 1d c0 16 01 ",                                             // error: list8, size 22, count 1
-    "a3 13 61 6d 71 70 3a 69 6e 74 65 72 6e 61 6c 2d 65 72 72 6f 72", // :amqp:internal-error
+    "c0 1e 01 ",                                                       // list8, size 30, count 1
+    "00 53 1d c0 18 03 ",                                              // error: list8, size 24, count 3
+    "a3 13 61 6d 71 70 3a 69 6e 74 65 72 6e 61 6c 2d 65 72 72 6f 72 ", // :amqp:internal-error
+    "40 40",                                                           // description and info: null
 );
 
 fn check_performative<T>(wire: &str, expected: T, wrap: fn(T) -> Performative)
@@ -538,9 +541,14 @@ fn close_vector() {
 fn error_vectors() {
     roundtrip(ERROR_FULL, &error_full_value());
     roundtrip(ERROR_NOT_FOUND, &Error::new("amqp:not-found", "no such queue"));
-    roundtrip(
-        "00 53 1d c0 11 01 a3 0e 61 6d 71 70 3a 6e 6f 74 2d 66 6f 75 6e 64",
-        &Error { condition: sym("amqp:not-found"), description: None, info: None },
+    let bare = Error { condition: sym("amqp:not-found"), description: None, info: None };
+    roundtrip("00 53 1d c0 13 03 a3 0e 61 6d 71 70 3a 6e 6f 74 2d 66 6f 75 6e 64 40 40", &bare);
+    // Every field is written (Azure's pure-Python client reads the third), but the
+    // short forms other peers write are read as well.
+    decodes("00 53 1d c0 11 01 a3 0e 61 6d 71 70 3a 6e 6f 74 2d 66 6f 75 6e 64", &bare);
+    decodes(
+        "00 53 1d c0 20 02 a3 0e 61 6d 71 70 3a 6e 6f 74 2d 66 6f 75 6e 64 a1 0d 6e 6f 20 73 75 63 68 20 71 75 65 75 65",
+        &Error::new("amqp:not-found", "no such queue"),
     );
     // condition is mandatory
     assert_eq!(fails::<Error>(&hex("00 53 1d 45")), DecodeError::MissingField("condition"));
@@ -587,7 +595,7 @@ fn delivery_state_vectors() {
     roundtrip("00 53 27 45", &DeliveryState::Modified(Box::default()));
 
     // rejected{error{amqp:not-found, "no such queue"}}
-    let rejected = format!("00 53 25 c0 26 01 {ERROR_NOT_FOUND}"); // list8, size 38, count 1
+    let rejected = format!("00 53 25 c0 27 01 {ERROR_NOT_FOUND}"); // list8, size 39, count 1
     let rj = Rejected { error: Some(Error::new("amqp:not-found", "no such queue")) };
     roundtrip(&rejected, &rj);
     roundtrip(&rejected, &DeliveryState::Rejected(Box::new(rj)));

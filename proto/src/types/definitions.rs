@@ -233,8 +233,9 @@ impl Encode for DeliveryTag {
 }
 
 described_list! {
-    /// 2.8.14 error: a condition, a description and extra information.
-    pub struct Error = 0x1d, "amqp:error:list" {
+    /// 2.8.14 error: a condition, a description and extra information, always written
+    /// with all three (a null description or info included).
+    pub struct Error = 0x1d, "amqp:error:list", every_field {
         /// The error condition (a symbol such as `amqp:not-found`).
         pub condition: Symbol,
         /// Human-readable description.
