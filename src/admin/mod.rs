@@ -616,6 +616,47 @@ mod tests {
         assert_eq!(scrape(&[stats("a", 4, 5)], &[(0, 23), (1, 100)]), (Some(13), 110));
     }
 
+    /// A shard that does not answer within 2 s: a page of connections cannot be cut
+    /// without it (503, "ask again"), and the whole list is what the others hold.
+    #[test]
+    fn a_page_a_silent_shard_did_not_answer_is_503_and_the_rest_is_listed() {
+        let settings = crate::config::Settings { shards: 2, ..crate::config::Settings::default() };
+        let loaded = crate::server::check_files(&settings).unwrap();
+        let global = crate::server::global_with(settings, loaded).unwrap();
+        // Shard 0 answers with one connection; shard 1 never does.
+        let answering = global.admin[0].clone();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop = done.clone();
+        let shard0 = std::thread::spawn(move || {
+            while !stop.load(Ordering::SeqCst) {
+                match answering.pop() {
+                    Some(req) => {
+                        let conn = crate::shard::metrics::ConnectionInfo { id: "0-1".into(), ..Default::default() };
+                        let _ =
+                            req.reply.send(ShardSnapshot { shard: 0, connections: vec![conn], ..Default::default() });
+                    }
+                    None => std::thread::sleep(Duration::from_millis(1)),
+                }
+            }
+        });
+        let handle = PrometheusBuilder::new().build_recorder().handle();
+        let mut counted = ChannelCounters::default();
+        let get = |query: &str, counted: &mut ChannelCounters| {
+            let req = Request { head_only: false, path: "/api/amqp10/connections".into(), query: query.into() };
+            route(&global, &handle, counted, &req)
+        };
+        let page = get("limit=10", &mut counted);
+        assert_eq!(page.status, 503, "{}", page.body);
+        assert!(page.body.contains("did not answer"), "{}", page.body);
+        let all = get("", &mut counted);
+        assert_eq!(all.status, 200, "{}", all.body);
+        let v: serde_json::Value = serde_json::from_str(&all.body).unwrap();
+        let ids: Vec<&str> = v["connections"].as_array().unwrap().iter().map(|c| c["id"].as_str().unwrap()).collect();
+        assert_eq!(ids, vec!["0-1"]);
+        done.store(true, Ordering::SeqCst);
+        shard0.join().unwrap();
+    }
+
     /// The remembered series are bounded by a few times the cap.
     #[test]
     fn remembered_series_are_bounded() {

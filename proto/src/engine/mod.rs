@@ -1194,16 +1194,18 @@ impl Connection {
         };
         let s = self.session_mut(ch).ok_or(ProtocolError::IllegalState("no session"))?;
         // 2.5.6: remote-incoming-window = next-incoming-id(flow) + incoming-window(flow)
-        // - next-outgoing-id(ours), in serial-number arithmetic. Frames in flight count:
-        // a peer that shrank its window below them leaves no room (not a wrapped-around
-        // huge one, nor its whole new window); one whose view is ahead of ours (ids it
-        // has not seen yet, or none: it has not had our BEGIN) gets no more than its window.
-        s.remote_incoming_window = match f.next_incoming_id {
-            Some(their_next_in) => {
-                let edge = SerialNumber(their_next_in.wrapping_add(f.incoming_window));
-                edge.diff(SerialNumber(s.next_outgoing_id)).clamp(0, i64::from(f.incoming_window)) as u32
-            }
-            None => f.incoming_window,
+        // - next-outgoing-id(ours): the peer's window less the frames in flight, which
+        // are counted in serial arithmetic (a window may be as large as u32::MAX). A
+        // peer that shrank its window below them leaves no room (before, the negative
+        // room wrapped around and was taken as the whole new window); one whose view is
+        // ahead of ours (ids not sent yet) gets no more than its window. No
+        // next-incoming-id: the peer has not had our BEGIN, and counts from our
+        // initial-outgoing-id, 0.
+        let their_next_in = f.next_incoming_id.unwrap_or(0);
+        let in_flight = SerialNumber(s.next_outgoing_id).diff(SerialNumber(their_next_in));
+        s.remote_incoming_window = match u32::try_from(in_flight) {
+            Ok(n) => f.incoming_window.saturating_sub(n),
+            Err(_) => f.incoming_window,
         };
         if !s.blocked.is_empty() {
             self.write_blocked(ch);
@@ -1237,11 +1239,17 @@ impl Connection {
                 self.events.push_back(Event::Credit { link: id, credit, drain });
             }
             Role::Receiver => {
-                // The sender's delivery-count may have advanced (drain): our credit shrinks with it.
+                // The sender's delivery-count may have advanced (drain): our credit shrinks
+                // with it. Only within what was granted: a count behind ours or past our
+                // limit is not taken (it would move the limit check of its transfers, and
+                // let a hostile sender past its credit).
                 if let Some(dc) = f.delivery_count {
-                    let limit = SerialNumber(l.delivery_count).plus(l.link_credit);
-                    l.link_credit = limit.diff(SerialNumber(dc)).clamp(0, u32::MAX as i64) as u32;
-                    l.delivery_count = dc;
+                    let ours = SerialNumber(l.delivery_count);
+                    if SerialNumber(dc).diff(ours) >= 0 && SerialNumber(dc).diff(SerialNumber(l.credit_limit)) <= 0 {
+                        let limit = ours.plus(l.link_credit);
+                        l.link_credit = limit.diff(SerialNumber(dc)).clamp(0, u32::MAX as i64) as u32;
+                        l.delivery_count = dc;
+                    }
                 }
                 l.available = f.available;
                 let (credit, drain, available) = (l.link_credit, f.drain(), f.available);
@@ -1320,10 +1328,10 @@ impl Connection {
         }
         let mut partial = match taken {
             None => {
-                if t.aborted() {
-                    return Ok(());
-                }
                 let (Some(delivery_id), Some(tag)) = (t.delivery_id, t.delivery_tag.as_ref()) else {
+                    if t.aborted() {
+                        return Ok(()); // nothing was started
+                    }
                     return Err(ProtocolError::Link(
                         id,
                         condition::INVALID_FIELD,
@@ -1333,30 +1341,19 @@ impl Connection {
                 if SerialNumber(l.delivery_count).diff(SerialNumber(l.credit_limit)) >= 0 {
                     return Err(ProtocolError::TransferLimitExceeded(id));
                 }
-                let settled = t.settled();
-                match (l.snd_settle_mode, settled) {
-                    (SenderSettleMode::Settled, false) => {
-                        return Err(ProtocolError::Link(
-                            id,
-                            condition::INVALID_FIELD,
-                            "unsettled transfer on a settled link",
-                        ))
-                    }
-                    (SenderSettleMode::Unsettled, true) => {
-                        return Err(ProtocolError::Link(
-                            id,
-                            condition::INVALID_FIELD,
-                            "settled transfer on an unsettled link",
-                        ))
-                    }
-                    _ => {}
-                }
+                // A delivery begun, whatever becomes of it: the sender counted it.
                 l.link_credit = l.link_credit.saturating_sub(1);
                 l.delivery_count = l.delivery_count.wrapping_add(1);
+                if t.aborted() {
+                    // Aborted in its first frame: discarded, implicitly settled.
+                    return Ok(());
+                }
+                let settled = t.settled();
                 if payload.len() as u64 > l.max_message_size {
                     return Err(ProtocolError::MessageSizeExceeded(id));
                 }
                 if !t.more() {
+                    check_settle_mode(id, l.snd_settle_mode, settled)?;
                     let message_format = t.message_format.unwrap_or(0);
                     self.deliver(ch, id, delivery_id, tag, settled, message_format, payload);
                     return Ok(());
@@ -1405,6 +1402,9 @@ impl Connection {
             l.partial = Some(partial);
             return Ok(());
         }
+        // The settled flag may be set on any frame of the delivery (2.7.5): the mode is
+        // checked against what it is once the delivery is complete.
+        check_settle_mode(id, l.snd_settle_mode, partial.settled)?;
         let payload = partial.data.freeze();
         self.deliver(ch, id, partial.delivery_id, &partial.tag, partial.settled, partial.message_format, payload);
         Ok(())
@@ -1465,6 +1465,11 @@ impl Connection {
         }
         let first = SerialNumber(d.first);
         let last = SerialNumber(d.last());
+        if last.diff(first) < 0 {
+            // Before, read as a range wrapped around the whole id space: it settled
+            // every delivery of the session outside [last, first].
+            return Err(ProtocolError::Session(ch, condition::INVALID_FIELD, "disposition last before first"));
+        }
         let span = d.last().wrapping_sub(d.first) as u64 + 1;
         // Walk whichever is smaller: the range, or the deliveries we know.
         let mut hits: Vec<(u32, LinkId)> = if span <= map.len() as u64 {
@@ -1856,7 +1861,10 @@ impl Connection {
     }
 
     /// Receiver links: set link-credit to `credit` and tell the sender.
+    /// Credit is held below 2^31, so that what is advertised and what the serial
+    /// arithmetic of the limit enforces agree.
     pub fn grant_credit(&mut self, id: LinkId, credit: u32, drain: bool) -> Result<(), UsageError> {
+        let credit = credit.min(i32::MAX as u32);
         let l = self.link_mut(id).ok_or(UsageError::UnknownEndpoint)?;
         if l.role != Role::Receiver {
             return Err(UsageError::WrongRole);
@@ -1866,8 +1874,7 @@ impl Connection {
         }
         l.link_credit = credit;
         l.drain = drain;
-        // (Serial arithmetic holds for distances below 2^31.)
-        let limit = SerialNumber(l.delivery_count).plus(credit.min(i32::MAX as u32));
+        let limit = SerialNumber(l.delivery_count).plus(credit);
         if limit.diff(SerialNumber(l.credit_limit)) > 0 {
             l.credit_limit = limit.0;
         }
@@ -2300,6 +2307,17 @@ fn first_transfer(
 }
 
 /// A multi-frame message on link `id` would pass the connection's reassembly budget.
+/// A complete incoming delivery, `settled` or not, against the sender's declared
+/// snd-settle-mode.
+fn check_settle_mode(id: LinkId, mode: SenderSettleMode, settled: bool) -> Result<(), ProtocolError> {
+    let why = match (mode, settled) {
+        (SenderSettleMode::Settled, false) => "unsettled transfer on a settled link",
+        (SenderSettleMode::Unsettled, true) => "settled transfer on an unsettled link",
+        _ => return Ok(()),
+    };
+    Err(ProtocolError::Link(id, condition::INVALID_FIELD, why))
+}
+
 fn reassembly_budget_used_up(id: LinkId) -> ProtocolError {
     ProtocolError::Link(
         id,

@@ -760,11 +760,12 @@ fn disposition_ranges_walk_only_known_deliveries() {
     assert_eq!(disp.len(), 1);
     p.server.handle_input(&raw(0, disp[0].clone(), &[]), 0);
     assert_eq!(drain(&mut p.server).len(), 5);
-    // A hostile range 0..2^32-1: only the 5 still-unsettled deliveries are visited.
+    // A hostile range 0..2^31-1 (the widest in serial order; a wider one has its last
+    // before its first and is refused): only the 5 still-unsettled deliveries are visited.
     let all = Performative::Disposition(Disposition {
         role: Role::Receiver,
         first: 0,
-        last: Some(u32::MAX),
+        last: Some(i32::MAX as u32),
         settled: Some(true),
         state: Some(DeliveryState::Released),
         batchable: None,
@@ -1163,7 +1164,7 @@ fn frames_that_make_many_events_are_taken_a_bounded_batch_at_a_time() {
     let d = Disposition {
         role: Role::Receiver,
         first: 0,
-        last: Some(u32::MAX - 1),
+        last: Some(i32::MAX as u32),
         settled: Some(false),
         state: Some(DeliveryState::Received(crate::types::Received { section_number: 0, section_offset: 0 })),
         batchable: None,
@@ -1418,6 +1419,12 @@ fn a_shrunk_window_counts_the_frames_in_flight() {
     s.send(link, DeliveryTag::from_u64(5), Bytes::from_static(b"m"), true).unwrap();
     assert_eq!(s.send(link, DeliveryTag::from_u64(6), Bytes::from_static(b"m"), true), Err(UsageError::SessionWindow));
     assert_eq!(transfers(&frames_of(&collect_out(&mut s))), 1);
+    // A window of u32::MAX (legal: a uint) with frames in flight is almost all room
+    // (a distance of 2^31 or more from the peer's edge must not be read as negative).
+    s.handle_input(&raw_flow(4, u32::MAX, None), 0);
+    s.send(link, DeliveryTag::from_u64(6), Bytes::from_static(b"m"), true).unwrap();
+    assert_eq!(transfers(&frames_of(&collect_out(&mut s))), 1);
+    assert_eq!(s.session_window(0), u32::MAX - 3);
 }
 
 /// Frames of a delivery waiting for the peer's window are dropped when the peer
@@ -1537,4 +1544,135 @@ fn the_answer_to_an_attach_we_detached_is_matched_to_it() {
     p.client.attach(ch, Attach { name: "next".into(), ..attach }).unwrap();
     let frames = frames_of(&collect_out(&mut p.client));
     assert!(matches!(frames.as_slice(), [Performative::Attach(a)] if a.handle == 0), "{frames:?}");
+}
+
+/// A DISPOSITION whose last comes before its first (serial order) ends the session
+/// with invalid-field and settles nothing. Before, it was read as a range wrapped
+/// around the id space, and settled every delivery outside [last, first].
+#[test]
+fn a_disposition_with_last_before_first_ends_the_session_and_settles_nothing() {
+    let (mut s, link) = raw_server_with_sender(64 * 1024);
+    s.handle_input(&raw_flow(0, 100, Some((0, 0, 10))), 0);
+    for i in 0..6 {
+        s.send(link, DeliveryTag::from_u64(i), Bytes::from_static(b"m"), false).unwrap();
+    }
+    collect_out(&mut s);
+    let d = Disposition {
+        role: Role::Receiver,
+        first: 4,
+        last: Some(2),
+        settled: Some(true),
+        state: Some(DeliveryState::Accepted),
+        batchable: None,
+    };
+    s.handle_input(&raw(0, Performative::Disposition(d), &[]), 0);
+    let ev = drain(&mut s);
+    assert!(!ev.iter().any(|e| matches!(e, Event::Disposition { .. })), "{ev:?}");
+    assert_eq!(local_error(&ev), Some((Scope::Session(0), "amqp:invalid-field".into())));
+    assert!(s.is_open());
+}
+
+/// A sending peer's own link: `snd_settle_mode` as it declares it.
+fn raw_sender_attach(handle: u32, mode: SenderSettleMode) -> Performative {
+    match raw_attach(handle, Role::Sender) {
+        Performative::Attach(mut a) => {
+            a.snd_settle_mode = Some(mode);
+            Performative::Attach(a)
+        }
+        _ => unreachable!(),
+    }
+}
+
+fn settled_transfer(handle: u32, id: Option<u32>, more: bool, settled: bool) -> Performative {
+    match raw_transfer(handle, id, more) {
+        Performative::Transfer(mut t) => {
+            t.settled = Some(settled);
+            Performative::Transfer(t)
+        }
+        _ => unreachable!(),
+    }
+}
+
+/// The settled flag may be set on any frame of a delivery (2.7.5): the sender's
+/// settle mode is checked against the delivery once complete. A settled-mode sender
+/// that settles in the last frame is taken (before, refused at its first frame); an
+/// unsettled-mode sender that settles in a later frame is refused (before, taken as
+/// settled).
+#[test]
+fn the_settle_mode_is_checked_against_the_whole_delivery() {
+    for (mode, accepted) in [(SenderSettleMode::Settled, true), (SenderSettleMode::Unsettled, false)] {
+        let mut s = raw_server(Config::server("s"));
+        s.handle_input(&raw(0, raw_sender_attach(0, mode), &[]), 0);
+        let link = attach_requested(&drain(&mut s));
+        s.attach_reply(link, Attach::default()).unwrap();
+        s.grant_credit(link, 10, false).unwrap();
+        let mut input = raw(0, settled_transfer(0, Some(0), true, false), b"first half ");
+        input.extend(raw(0, settled_transfer(0, None, false, true), b"second half"));
+        s.handle_input(&input, 0);
+        let ev = drain(&mut s);
+        let got = deliveries(&ev);
+        if accepted {
+            assert_eq!(got.len(), 1, "{mode:?}: {ev:?}");
+            assert!(got[0].settled);
+            assert_eq!(&got[0].payload[..], b"first half second half");
+            assert_eq!(local_error(&ev), None);
+        } else {
+            assert!(got.is_empty(), "{mode:?}: {ev:?}");
+            assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:invalid-field"), "{ev:?}");
+        }
+    }
+}
+
+/// A delivery aborted in its first frame still used a credit and moved the
+/// delivery-count, as it did at the sender. Before, it was skipped, and the receiver's
+/// count fell one behind the sender's with each such delivery.
+#[test]
+fn a_delivery_aborted_in_its_first_frame_is_counted() {
+    let (mut s, link) = raw_server_with_receiver(Config::server("s"), 2);
+    let aborted = match raw_transfer(0, Some(0), false) {
+        Performative::Transfer(mut t) => {
+            t.aborted = Some(true);
+            Performative::Transfer(t)
+        }
+        _ => unreachable!(),
+    };
+    let mut input = raw(0, aborted, b"");
+    input.extend(raw(0, raw_transfer(0, Some(1), false), b"one"));
+    s.handle_input(&input, 0);
+    let ev = drain(&mut s);
+    assert_eq!(deliveries(&ev).len(), 1);
+    assert_eq!(local_error(&ev), None);
+    let info = s.link_info(link).unwrap();
+    assert_eq!((info.delivery_count, info.link_credit), (2, 0));
+    // A third goes beyond the two credits.
+    s.handle_input(&raw(0, raw_transfer(0, Some(2), false), b"two"), 0);
+    let ev = drain(&mut s);
+    assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:link:transfer-limit-exceeded"));
+}
+
+/// A sending peer's FLOW moves the receiver's delivery-count only within what was
+/// granted: a count far ahead (past the limit) or behind is not taken, so it cannot
+/// open room for transfers beyond the credit.
+#[test]
+fn a_senders_delivery_count_outside_the_grant_is_not_taken() {
+    let (mut s, link) = raw_server_with_receiver(Config::server("s"), 2);
+    for bogus in [1u32 << 31, 5, u32::MAX] {
+        s.handle_input(&raw_flow(0, 100, Some((0, bogus, 0))), 0);
+        drain(&mut s);
+        let info = s.link_info(link).unwrap();
+        assert_eq!((info.delivery_count, info.link_credit), (0, 2), "delivery-count {bogus}");
+    }
+    let mut input = Vec::new();
+    for i in 0..3 {
+        input.extend(raw(0, raw_transfer(0, Some(i), false), b"m"));
+    }
+    s.handle_input(&input, 0);
+    let ev = drain(&mut s);
+    assert_eq!(deliveries(&ev).len(), 2);
+    assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:link:transfer-limit-exceeded"));
+    // A drain that advances the count to the limit is taken.
+    let (mut s, link) = raw_server_with_receiver(Config::server("s"), 2);
+    s.handle_input(&raw_flow(0, 100, Some((0, 2, 0))), 0);
+    let info = s.link_info(link).unwrap();
+    assert_eq!((info.delivery_count, info.link_credit), (2, 0));
 }
