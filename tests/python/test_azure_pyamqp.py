@@ -72,7 +72,7 @@ def send(endpoint, address, messages, auth=None):
             c.send_message(m, timeout=10)
 
 
-def receive(endpoint, address, n, settle="accepted", auth=None, link_properties=None, wait=5.0):
+def receive(endpoint, address, n, settle="accepted", auth=None, link_properties=None, wait=10.0):
     """Up to `n` messages, unsettled (ReceiverSettleMode.First), each settled with
     `settle` (None: left unsettled until the link goes). Returns (message, transfer)
     pairs: the batch API drops the TRANSFER, which settling needs, so the client's
@@ -155,7 +155,8 @@ def test_a_rejected_message_is_done_with(broker):
     ch = f"queues/{uid('az')}"
     send(ep, ch, [msg(b"bad"), msg(b"good")])
     assert bodies(receive(ep, ch, 1, settle="rejected")) == [b"bad"]
-    assert bodies(receive(ep, ch, 2, wait=1.0)) == [b"good"]
+    assert bodies(receive(ep, ch, 1)) == [b"good"]
+    assert receive(ep, ch, 1, wait=1.0) == []
 
 
 def test_what_was_not_settled_comes_again_after_the_link_goes(broker):
@@ -194,7 +195,8 @@ def test_a_rejected_publish_reports_its_condition(broker_factory):
     assert err.condition == b"amqp:resource-limit-exceeded", err
     assert b"queue full" in (err.description or b""), err
     # The link stayed up for the accepted one: it is there, once.
-    assert bodies(receive(ep, ch, 2, wait=1.0)) == [b"fits"]
+    assert bodies(receive(ep, ch, 1)) == [b"fits"]
+    assert receive(ep, ch, 1, wait=1.0) == []
 
 
 def test_an_unknown_address_is_refused_not_found(broker):
@@ -271,7 +273,7 @@ def held_connection(b, ep, auth):
     c = ReceiveClient(source=f"queues/{uid('az')}", auth=auth, retry_policy=NO_RETRY,
                       receive_settle_mode=ReceiverSettleMode.First, **ep)
     c.open()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 10
     while not c.client_ready() and time.monotonic() < deadline:
         c.do_work()
     while time.monotonic() < deadline:

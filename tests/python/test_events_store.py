@@ -272,7 +272,7 @@ def test_durable_attach_waits_briefly_for_the_holder_to_let_go(broker, amqp):
     assert drain_all(amqp, r1, 1) == ["e1"]
     c2 = amqp.connect(broker.url, container_id=cid)
     r2 = c2.receiver(ch, name=name, options=durable("first"), credit=100, wait=False)
-    amqp.pump(0.3)
+    amqp.pump(0.1)
     assert not r2.is_open() and not r2.is_remote_closed()
     c1.close()
     # e2 was in the first link's window but never sent: it is sent again.
@@ -320,7 +320,7 @@ def test_durable_resume_right_after_detach_loses_nothing(broker, amqp):
         publish(pub, batch)
         r = c.receiver(ch, name=name, options=durable(), credit=100)
         try:
-            got = bodies(r.take(2, timeout=1.0))
+            got = bodies(r.take(2, timeout=5))
         except AssertionError:
             got = bodies(r.received)
         if got != batch:

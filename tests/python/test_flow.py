@@ -164,13 +164,15 @@ def test_after_drain_new_credit_resumes(broker, amqp):
 
 def test_competing_consumers_each_message_once(broker, amqp):
     ch = f"queues/{uid('q')}"
+    n = 40
     c1 = amqp.connect(broker.url)
     c2 = amqp.connect(broker.url)
-    r1 = c1.receiver(ch, credit=100)
-    r2 = c2.receiver(ch, credit=100)
+    # Half the messages' credit each: whichever credit reaches the queue first, the
+    # other consumer still gets its half (what waits stays queued for it).
+    r1 = c1.receiver(ch, credit=n // 2)
+    r2 = c2.receiver(ch, credit=n // 2)
     amqp.pump(0.2)
     s = amqp.connect(broker.url).sender(ch)
-    n = 40
     for i in range(n):
         s.send(text_message(f"m{i}"))
     assert s.wait_settled() == [ACCEPTED] * n
