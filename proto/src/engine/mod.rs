@@ -511,6 +511,12 @@ pub struct Connection {
     remote_channels: numbers::NumberMap<u16>,
     links: Vec<Option<Link>>,
     free_links: Vec<u32>,
+    /// Links freed while events that name them may still be waiting for the
+    /// application, oldest first: reused only once the events are drained (or, past
+    /// [`FREED_LINKS_HELD`], the oldest), so that in one read an ATTACH, DETACH and
+    /// ATTACH on one handle give the second link another id, and the first link's
+    /// late answer cannot reach it.
+    freed_links: VecDeque<u32>,
     pending_disposition: Option<(u16, Disposition)>,
     window_dirty: bool,
     /// Bytes received while the connection was not yet open.
@@ -544,6 +550,7 @@ impl Connection {
             remote_channels: numbers::NumberMap::default(),
             links: Vec::new(),
             free_links: Vec::new(),
+            freed_links: VecDeque::new(),
             pending_disposition: None,
             window_dirty: false,
             pre_open_bytes: 0,
@@ -1174,6 +1181,11 @@ impl Connection {
     }
 
     fn alloc_link(&mut self, link: Link) -> LinkId {
+        if self.events.is_empty() {
+            self.free_links.extend(self.freed_links.drain(..));
+        } else if self.freed_links.len() > FREED_LINKS_HELD {
+            self.free_links.extend(self.freed_links.pop_front());
+        }
         if let Some(i) = self.free_links.pop() {
             self.links[i as usize] = Some(link);
             LinkId(i)
@@ -1824,7 +1836,7 @@ impl Connection {
         if let Some(p) = &l.partial {
             self.partial_bytes -= p.data.capacity() as u64;
         }
-        self.free_links.push(id.0);
+        self.freed_links.push_back(id.0);
         if let Some(s) = self.sessions.get_mut(l.channel as usize).and_then(Option::as_mut) {
             if let Some(h) = l.remote_handle {
                 if s.by_remote_handle.get(h) == Some(id) {
@@ -2317,6 +2329,9 @@ fn check_settle_mode(id: LinkId, mode: SenderSettleMode, settled: bool) -> Resul
     };
     Err(ProtocolError::Link(id, condition::INVALID_FIELD, why))
 }
+
+/// Most freed link ids held back from reuse while events wait (see `freed_links`).
+const FREED_LINKS_HELD: usize = 1024;
 
 fn reassembly_budget_used_up(id: LinkId) -> ProtocolError {
     ProtocolError::Link(

@@ -1676,3 +1676,36 @@ fn a_senders_delivery_count_outside_the_grant_is_not_taken() {
     let info = s.link_info(link).unwrap();
     assert_eq!((info.delivery_count, info.link_credit), (2, 0));
 }
+
+/// ATTACH, DETACH and ATTACH again on one handle in one read: the second link gets
+/// another id than the first, so the application's answer to the first (late: its
+/// events came in one batch) finds nothing instead of answering the second with the
+/// first's terminus. Before, the freed id was handed to the second link at once.
+#[test]
+fn a_link_freed_in_a_read_is_not_reused_in_it() {
+    let mut s = raw_server(Config::server("s"));
+    let mut input = raw(0, raw_attach(3, Role::Sender), &[]);
+    input.extend(raw(0, Performative::Detach(Detach { handle: 3, closed: Some(true), error: None }), &[]));
+    input.extend(raw(0, raw_attach(3, Role::Sender), &[]));
+    s.handle_input(&input, 0);
+    let ev = drain(&mut s);
+    let asked: Vec<LinkId> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::AttachRequested { link, .. } => Some(*link),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(asked.len(), 2, "{ev:?}");
+    assert_ne!(asked[0], asked[1]);
+    assert_eq!(s.attach_reply(asked[0], Attach::default()), Err(UsageError::UnknownEndpoint));
+    s.attach_reply(asked[1], Attach::default()).unwrap();
+    // Once the events are drained, freed ids are used again (the slots stay bounded).
+    let l = s.link_info(asked[1]).unwrap();
+    assert_eq!(l.handle, Some(0));
+    s.handle_input(&raw(0, Performative::Detach(Detach { handle: 3, closed: Some(true), error: None }), &[]), 0);
+    drain(&mut s);
+    s.handle_input(&raw(0, raw_attach(4, Role::Sender), &[]), 0);
+    let again = attach_requested(&drain(&mut s));
+    assert!(again == asked[0] || again == asked[1], "{again:?} is a new slot");
+}
