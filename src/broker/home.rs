@@ -24,10 +24,10 @@ use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Requests waiting for a responder, per RPC channel, at most.
 /// What a queue's dead-letter queue adds to its name: `queues/<channel>.dlq`.
 const DLQ_SUFFIX: &str = ".dlq";
 
+/// Requests waiting for a responder, per RPC channel, at most.
 const RPC_WAITING_MAX: usize = 10_000;
 /// Payload bytes of the requests waiting for a responder, per RPC channel, at most.
 const RPC_WAITING_MAX_BYTES: u64 = 256 << 20;

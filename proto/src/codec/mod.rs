@@ -679,7 +679,7 @@ pub fn put_variable(out: &mut BytesMut, code8: u8, bytes: &[u8]) {
 /// performatives whose one-pass encoders live in `types::fast`; their general
 /// encoding stays available as `encode_general`. `every_field` writes every field, the
 /// trailing nulls too, for peers that index the list instead of reading its count
-/// (Azure's pure-Python client reads an error's third field): two bytes more per field.
+/// (Azure's pure-Python client reads an error's third field): one byte (null) more per field.
 macro_rules! described_list {
     (@encode $name:ident) => {
         impl $crate::codec::Encode for $name {

@@ -2318,7 +2318,6 @@ fn first_transfer(
     }
 }
 
-/// A multi-frame message on link `id` would pass the connection's reassembly budget.
 /// A complete incoming delivery, `settled` or not, against the sender's declared
 /// snd-settle-mode.
 fn check_settle_mode(id: LinkId, mode: SenderSettleMode, settled: bool) -> Result<(), ProtocolError> {
@@ -2333,6 +2332,7 @@ fn check_settle_mode(id: LinkId, mode: SenderSettleMode, settled: bool) -> Resul
 /// Most freed link ids held back from reuse while events wait (see `freed_links`).
 const FREED_LINKS_HELD: usize = 1024;
 
+/// A multi-frame message on link `id` would pass the connection's reassembly budget.
 fn reassembly_budget_used_up(id: LinkId) -> ProtocolError {
     ProtocolError::Link(
         id,
