@@ -39,7 +39,8 @@ def test_max_connections(broker_factory, amqp):
         amqp.pump(0.3)
         if not c4.is_remote_closed() or time.monotonic() > deadline:
             break
-        assert c4.remote_condition.name == "amqp:resource-limit-exceeded", c4.remote_condition
+        cond = c4.remote_condition
+        assert cond is not None and cond.name == "amqp:resource-limit-exceeded", cond
     assert not c4.is_remote_closed(), c4.remote_condition
     c4.sender(f"queues/{uid('q')}")
 
