@@ -144,8 +144,11 @@ class Broker:
                 with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as probe:
                     probe.shutdown(socket.SHUT_WR)
                     probe.settimeout(STARTUP_TIMEOUT_S)
-                    while probe.recv(64):
-                        pass
+                    try:
+                        while probe.recv(64):
+                            pass
+                    except ConnectionResetError:
+                        pass  # closed by the broker all the same
                 break
             except OSError:
                 if time.monotonic() > deadline:
