@@ -2682,6 +2682,16 @@ mod tests {
             .sum()
     }
 
+    /// The tokens of the queue deliveries in `out`, in order.
+    fn delivered_tokens(out: &[ShardMsg]) -> Vec<u64> {
+        out.iter()
+            .filter_map(|m| match m {
+                ShardMsg::Deliver { token, .. } => Some(*token),
+                _ => None,
+            })
+            .collect()
+    }
+
     fn events_home() -> Home {
         let qj = Rc::new(RefCell::new(Journal::disabled(LogKind::Queues)));
         let ej = Rc::new(RefCell::new(Journal::disabled(LogKind::Events)));
@@ -3321,13 +3331,7 @@ mod tests {
         home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
         out.clear();
         home.handle(credit_msg(&key, 1, 3), 1, &mut out);
-        let tokens: Vec<u64> = out
-            .iter()
-            .filter_map(|m| match m {
-                ShardMsg::Deliver { token, .. } => Some(*token),
-                _ => None,
-            })
-            .collect();
+        let tokens = delivered_tokens(&out);
         assert_eq!(tokens.len(), 3);
         out.clear();
         let bye = unsubscribe_msg(&key, sub(1), vec![tokens[1]]);
@@ -3351,8 +3355,7 @@ mod tests {
     /// the first. Before, the expiry freed the place at once and the consumer held two.
     #[test]
     fn an_expired_delivery_keeps_its_place_in_the_window_until_settled() {
-        let mut home = events_home();
-        home.max_receive_count = 0;
+        let mut home = events_home(); // never dead-letters (max_receive_count 0)
         let key = ChannelKey::new(Pattern::Queues, "slow-consumer");
         let mut out = Vec::new();
         let mut spec = spec();
@@ -3364,14 +3367,7 @@ mod tests {
         home.handle(publish_msg(&key, &b"b"[..]), 1, &mut out);
         out.clear();
         home.handle(credit_msg(&key, 1, 10), 1, &mut out);
-        let tokens = |out: &[ShardMsg]| -> Vec<u64> {
-            out.iter()
-                .filter_map(|m| match m {
-                    ShardMsg::Deliver { token, .. } => Some(*token),
-                    _ => None,
-                })
-                .collect()
-        };
+        let tokens = delivered_tokens;
         let first = tokens(&out);
         assert_eq!(first.len(), 1);
         out.clear();
@@ -3390,9 +3386,8 @@ mod tests {
     #[test]
     fn a_queue_too_long_for_its_dead_letter_name_keeps_its_message() {
         for (len, moved) in [(252, false), (251, true)] {
-            let qj = Rc::new(RefCell::new(Journal::disabled(LogKind::Queues)));
-            let ej = Rc::new(RefCell::new(Journal::disabled(LogKind::Events)));
-            let mut home = Home::new(1, Retention::default(), qj, ej);
+            let mut home = events_home();
+            home.max_receive_count = 1;
             let key = ChannelKey::new(Pattern::Queues, &"n".repeat(len));
             let mut out = Vec::new();
             home.handle(publish_msg(&key, &b"poison"[..]), 1, &mut out);
@@ -3401,13 +3396,7 @@ mod tests {
             home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec }, 1, &mut out);
             out.clear();
             home.handle(credit_msg(&key, 1, 1), 1, &mut out);
-            let token = out
-                .iter()
-                .find_map(|m| match m {
-                    ShardMsg::Deliver { token, .. } => Some(*token),
-                    _ => None,
-                })
-                .expect("delivered");
+            let token = *delivered_tokens(&out).first().expect("delivered");
             out.clear();
             home.handle(unsubscribe_msg(&key, sub(1), vec![token]), 2, &mut out);
             let dead: Vec<String> = out
@@ -3489,13 +3478,7 @@ mod tests {
             }
             assert_eq!(delivered_to(&out, 1), 1, "the 2-byte message went with nothing out");
             assert_eq!(home.queues[&key].ready.len(), 1, "the empty one waits");
-            let token = out
-                .iter()
-                .find_map(|m| match m {
-                    ShardMsg::Deliver { token, .. } => Some(*token),
-                    _ => None,
-                })
-                .unwrap();
+            let token = delivered_tokens(&out)[0];
             out.clear();
             home.handle(
                 ShardMsg::Settle { key: key.clone(), sub: sub(1), token, outcome: Outcome::Accepted },

@@ -137,9 +137,14 @@ fn raw(ch: u16, p: Performative, payload: &[u8]) -> Vec<u8> {
 
 /// A server that has received the plain AMQP header, OPEN and BEGIN written by hand.
 fn raw_server(config: Config) -> Connection {
+    raw_server_opened(config, Open { container_id: "raw".into(), ..Default::default() })
+}
+
+/// [`raw_server`] with the peer's OPEN as given.
+fn raw_server_opened(config: Config, open: Open) -> Connection {
     let mut s = Connection::new(config, 0);
     let mut input = AMQP_HEADER.to_vec();
-    input.extend(raw(0, Performative::Open(Box::new(Open { container_id: "raw".into(), ..Default::default() })), &[]));
+    input.extend(raw(0, Performative::Open(Box::new(open)), &[]));
     input.extend(raw(
         0,
         Performative::Begin(Begin {
@@ -157,24 +162,44 @@ fn raw_server(config: Config) -> Connection {
 }
 
 fn raw_attach(handle: u32, role: Role) -> Performative {
-    Performative::Attach(Box::new(Attach {
+    Performative::Attach(Box::new(peer_attach(handle, role)))
+}
+
+/// The peer's ATTACH of [`raw_attach`], to shape further.
+fn peer_attach(handle: u32, role: Role) -> Attach {
+    Attach {
         name: format!("l{handle}"),
         handle,
         role,
         initial_delivery_count: Some(0),
         target: Some(AttachTarget::Target(Target { address: Some("queues/x".into()), ..Default::default() })),
         ..Default::default()
-    }))
+    }
+}
+
+/// A sending peer's own link: `snd_settle_mode` as it declares it.
+fn raw_sender_attach(handle: u32, mode: SenderSettleMode) -> Performative {
+    Performative::Attach(Box::new(Attach { snd_settle_mode: Some(mode), ..peer_attach(handle, Role::Sender) }))
 }
 
 fn raw_transfer(handle: u32, id: Option<u32>, more: bool) -> Performative {
-    Performative::Transfer(Transfer {
+    Performative::Transfer(peer_transfer(handle, id, more))
+}
+
+/// The peer's TRANSFER of [`raw_transfer`], to shape further.
+fn peer_transfer(handle: u32, id: Option<u32>, more: bool) -> Transfer {
+    Transfer {
         handle,
         delivery_id: id,
         delivery_tag: id.map(|i| DeliveryTag::from_u64(i as u64)),
         more: more.then_some(true),
         ..Default::default()
-    })
+    }
+}
+
+/// One-frame transfers on handle 0 with delivery-ids `ids`, each carrying "m", in one input.
+fn raw_transfers(ids: std::ops::Range<u32>) -> Vec<u8> {
+    ids.flat_map(|i| raw(0, raw_transfer(0, Some(i), false), b"m")).collect()
 }
 
 /// Attach a receiving link on the raw server and grant it credit.
@@ -188,10 +213,7 @@ fn raw_server_with_receiver(config: Config, credit: u32) -> (Connection, LinkId)
 /// The server takes the peer's sending link on `handle` and grants it `credit`.
 fn attach_receiving_link(s: &mut Connection, handle: u32, credit: u32) -> LinkId {
     s.handle_input(&raw(0, raw_attach(handle, Role::Sender), &[]), 0);
-    let link = match drain(s).into_iter().next() {
-        Some(Event::AttachRequested { link, .. }) => link,
-        other => panic!("{other:?}"),
-    };
+    let link = attach_requested(&drain(s));
     s.attach_reply(link, Attach::default()).unwrap();
     s.grant_credit(link, credit, false).unwrap();
     link
@@ -408,11 +430,7 @@ fn window_violation_ends_the_session() {
     cfg.session_window = 4;
     let (mut s, _) = raw_server_with_receiver(cfg, 100);
     // Five transfers in one read: the fifth exceeds the window of four.
-    let mut input = Vec::new();
-    for i in 0..5 {
-        input.extend(raw(0, raw_transfer(0, Some(i), false), b"m"));
-    }
-    s.handle_input(&input, 0);
+    s.handle_input(&raw_transfers(0..5), 0);
     let ev = drain(&mut s);
     assert_eq!(deliveries(&ev).len(), 4);
     assert_eq!(local_error(&ev), Some((Scope::Session(0), "amqp:session:window-violation".into())));
@@ -469,16 +487,8 @@ fn continuation_with_another_delivery_id_and_aborted_transfers() {
 #[test]
 fn settled_flag_must_match_the_settle_mode() {
     let mut s = raw_server(Config::server("s"));
-    let mut a = match raw_attach(0, Role::Sender) {
-        Performative::Attach(a) => *a,
-        _ => unreachable!(),
-    };
-    a.snd_settle_mode = Some(SenderSettleMode::Settled);
-    s.handle_input(&raw(0, Performative::Attach(Box::new(a)), &[]), 0);
-    let link = match drain(&mut s).remove(0) {
-        Event::AttachRequested { link, .. } => link,
-        other => panic!("{other:?}"),
-    };
+    s.handle_input(&raw(0, raw_sender_attach(0, SenderSettleMode::Settled), &[]), 0);
+    let link = attach_requested(&drain(&mut s));
     s.attach_reply(link, Attach { snd_settle_mode: Some(SenderSettleMode::Settled), ..Default::default() }).unwrap();
     s.grant_credit(link, 5, false).unwrap();
     s.handle_input(&raw(0, raw_transfer(0, Some(0), false), b"x"), 0);
@@ -1370,25 +1380,20 @@ fn raw_flow(next_incoming_id: u32, incoming_window: u32, link: Option<(u32, u32,
     )
 }
 
-/// The application's event for the peer's ATTACH just handled.
+/// The application's event for the peer's ATTACH just handled: the first of `events`.
 fn attach_requested(events: &[Event]) -> LinkId {
-    match events.iter().find(|e| matches!(e, Event::AttachRequested { .. })) {
+    match events.first() {
         Some(Event::AttachRequested { link, .. }) => *link,
-        _ => panic!("no AttachRequested in {events:?}"),
+        _ => panic!("AttachRequested first expected: {events:?}"),
     }
 }
 
 /// A server with one sending link on handle 0 (the raw peer receives) and the peer's
 /// max-frame-size set to `max_frame_size`.
 fn raw_server_with_sender(max_frame_size: u32) -> (Connection, LinkId) {
-    let mut s = Connection::new(Config::server("s"), 0);
-    let mut input = AMQP_HEADER.to_vec();
     let open = Open { container_id: "raw".into(), max_frame_size: Some(max_frame_size), ..Default::default() };
-    input.extend(raw(0, Performative::Open(Box::new(open)), &[]));
-    let begin = Begin { next_outgoing_id: 0, incoming_window: 100, outgoing_window: 100, ..Default::default() };
-    input.extend(raw(0, Performative::Begin(begin), &[]));
-    input.extend(raw(0, raw_attach(0, Role::Receiver), &[]));
-    s.handle_input(&input, 0);
+    let mut s = raw_server_opened(Config::server("s"), open);
+    s.handle_input(&raw(0, raw_attach(0, Role::Receiver), &[]), 0);
     let link = attach_requested(&drain(&mut s));
     s.attach_reply(link, Attach::default()).unwrap();
     collect_out(&mut s);
@@ -1501,11 +1506,7 @@ fn a_detach_before_the_attach_is_answered_gets_both_answers() {
 fn transfers_sent_before_a_lowered_credit_arrived_are_taken() {
     let (mut s, link) = raw_server_with_receiver(Config::server("s"), 10);
     s.grant_credit(link, 2, false).unwrap();
-    let mut input = Vec::new();
-    for i in 0..10 {
-        input.extend(raw(0, raw_transfer(0, Some(i), false), b"m"));
-    }
-    s.handle_input(&input, 0);
+    s.handle_input(&raw_transfers(0..10), 0);
     let ev = drain(&mut s);
     assert_eq!(deliveries(&ev).len(), 10);
     assert_eq!(local_error(&ev), None);
@@ -1572,25 +1573,8 @@ fn a_disposition_with_last_before_first_ends_the_session_and_settles_nothing() {
     assert!(s.is_open());
 }
 
-/// A sending peer's own link: `snd_settle_mode` as it declares it.
-fn raw_sender_attach(handle: u32, mode: SenderSettleMode) -> Performative {
-    match raw_attach(handle, Role::Sender) {
-        Performative::Attach(mut a) => {
-            a.snd_settle_mode = Some(mode);
-            Performative::Attach(a)
-        }
-        _ => unreachable!(),
-    }
-}
-
 fn settled_transfer(handle: u32, id: Option<u32>, more: bool, settled: bool) -> Performative {
-    match raw_transfer(handle, id, more) {
-        Performative::Transfer(mut t) => {
-            t.settled = Some(settled);
-            Performative::Transfer(t)
-        }
-        _ => unreachable!(),
-    }
+    Performative::Transfer(Transfer { settled: Some(settled), ..peer_transfer(handle, id, more) })
 }
 
 /// The settled flag may be set on any frame of a delivery (2.7.5): the sender's
@@ -1629,13 +1613,7 @@ fn the_settle_mode_is_checked_against_the_whole_delivery() {
 #[test]
 fn a_delivery_aborted_in_its_first_frame_is_counted() {
     let (mut s, link) = raw_server_with_receiver(Config::server("s"), 2);
-    let aborted = match raw_transfer(0, Some(0), false) {
-        Performative::Transfer(mut t) => {
-            t.aborted = Some(true);
-            Performative::Transfer(t)
-        }
-        _ => unreachable!(),
-    };
+    let aborted = Performative::Transfer(Transfer { aborted: Some(true), ..peer_transfer(0, Some(0), false) });
     let mut input = raw(0, aborted, b"");
     input.extend(raw(0, raw_transfer(0, Some(1), false), b"one"));
     s.handle_input(&input, 0);
@@ -1662,11 +1640,7 @@ fn a_senders_delivery_count_outside_the_grant_is_not_taken() {
         let info = s.link_info(link).unwrap();
         assert_eq!((info.delivery_count, info.link_credit), (0, 2), "delivery-count {bogus}");
     }
-    let mut input = Vec::new();
-    for i in 0..3 {
-        input.extend(raw(0, raw_transfer(0, Some(i), false), b"m"));
-    }
-    s.handle_input(&input, 0);
+    s.handle_input(&raw_transfers(0..3), 0);
     let ev = drain(&mut s);
     assert_eq!(deliveries(&ev).len(), 2);
     assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:link:transfer-limit-exceeded"));
