@@ -668,6 +668,61 @@ fn drain_is_answered_while_another_link_on_the_connection_is_saturated() {
     eprintln!("drain under load: worst answer time {:?} over 20 drains", worst);
 }
 
+/// Events a connection drops because the subscriber lowered its credit while they were
+/// on their way are counted in `events_dropped_no_credit_total` and leave the
+/// subscriber's byte window. Before, they were not counted and their bytes stayed in
+/// the window for ever: once they added up to it, the subscriber got one event per
+/// progress report and the rest of a burst was dropped by the home.
+#[test]
+fn events_dropped_for_a_lowered_credit_leave_the_window() {
+    let b = Broker::start(&[("SLUICE_EVENTS_IN_FLIGHT_BYTES", "65536")]);
+    let mut c = Client::connect(b.addr(), "lowered").unwrap();
+    let ch = c.begin().unwrap();
+    let address = Some("events/lowered-credit");
+    let r = c.attach_receiver(ch, "r", address, &LinkOptions::default()).unwrap();
+    let s = c.attach_sender(ch, "s", address, &LinkOptions { presettled: true, ..Default::default() }).unwrap();
+    let send = |c: &mut Client, n: usize, payload: &bytes::Bytes| {
+        for _ in 0..n {
+            while c.engine().link_credit(s) == 0 {
+                c.pump(Duration::from_millis(5)).unwrap();
+            }
+            c.send(s, payload.clone(), true).unwrap();
+        }
+    };
+    let dropped = |b: &Broker| b.metric("kubemq_amqp10_events_dropped_no_credit_total").unwrap_or(0.0);
+    // Rounds of 40 events of 1 KiB, published in the same write that takes the
+    // subscriber's credit back: they meet no credit at the connection. Until 160 of
+    // them (2.5 windows) were dropped there.
+    let big = data_message(&[7u8; 1024]);
+    let mut rounds = 0;
+    while dropped(&b) < 160.0 {
+        rounds += 1;
+        assert!(rounds <= 50, "{} events dropped after {rounds} rounds", dropped(&b));
+        c.engine().grant_credit(r, 1_000, false).unwrap();
+        c.pump(Duration::from_millis(100)).unwrap();
+        send(&mut c, 40, &big);
+        c.engine().grant_credit(r, 0, false).unwrap();
+        c.flush().unwrap();
+        let until = Instant::now() + Duration::from_millis(300);
+        while Instant::now() < until {
+            c.pump(Duration::from_millis(20)).unwrap();
+        }
+        c.take_events();
+    }
+    // A burst of 200 events of 100 bytes (with their overhead, about half the window)
+    // reaches the subscriber whole.
+    let before = dropped(&b);
+    c.engine().grant_credit(r, 1_000, false).unwrap();
+    c.pump(Duration::from_millis(200)).unwrap();
+    send(&mut c, 200, &data_message(&[1u8; 100]));
+    c.flush().unwrap();
+    for n in 0..200 {
+        c.receive(r, WAIT)
+            .unwrap_or_else(|e| panic!("event {n} of 200 not delivered ({e}); dropped: {}", dropped(&b) - before));
+    }
+    assert_eq!(dropped(&b), before, "none of the burst dropped");
+}
+
 /// A subscriber that grants an enormous credit and then stops reading its socket must
 /// not make the broker queue events for it without bound: past a bounded window of
 /// deliveries on their way to one link, further events meet it as if it had no credit

@@ -1671,7 +1671,7 @@ impl Driver {
         ctx.taken = ctx.taken.wrapping_add(msgs.len() as u32);
         let mut next_tag = ctx.next_tag;
         let mut holding = !ctx.held.is_empty();
-        let (mut sent, mut bytes) = (0u64, 0u64);
+        let (mut sent, mut bytes, mut dropped, mut dropped_bytes) = (0u64, 0u64, 0u64, 0u64);
         for m in msgs {
             if holding {
                 self.hold(link, Held { token: 0, payload: m.payload, settled: true });
@@ -1690,8 +1690,12 @@ impl Driver {
                     holding = true;
                     self.hold(link, Held { token: 0, payload: m.payload, settled: true });
                 }
-                // The link is going away: pre-settled events are at most once.
-                Err(_) => {}
+                // The peer lowered its credit while they were on their way, or the link
+                // is going away: pre-settled events are at most once (dropped, counted).
+                Err(_) => {
+                    dropped += 1;
+                    dropped_bytes += len;
+                }
             }
         }
         if let Some(ctx) = self.links.get_mut(&link) {
@@ -1700,9 +1704,13 @@ impl Driver {
         if sent > 0 {
             add(&self.shard.counters.transfers_out[pattern_index(Pattern::Events)], sent);
         }
+        if dropped > 0 {
+            add(&self.shard.counters.events_dropped_held, dropped);
+        }
         // The batch counts even when its events wait behind the session window: the
         // home charged it, and a subscriber that keeps up must hear back in time.
-        self.count_events_out(link, sent, bytes, 1);
+        // Dropped events are done with too: the home charged their bytes to the window.
+        self.count_events_out(link, sent + dropped, bytes + dropped_bytes, 1);
     }
 
     /// Send one delivery of consume link `link`; the delivery back when the session
@@ -1736,6 +1744,12 @@ impl Driver {
             }
             Err(UsageError::SessionWindow) => Sent::Waits(Held { token, payload, settled }),
             Err(e) => {
+                if pattern == Pattern::Events {
+                    // A held event the peer no longer has credit for: dropped (at most
+                    // once), and done with in the window the home charged it to.
+                    add(&self.shard.counters.events_dropped_held, 1);
+                    self.count_events_out(link, 1, len, 0);
+                }
                 // (An events-store event not sent is the caller's to send again.)
                 if tracked && pattern != Pattern::EventsStore {
                     // (Counted in its responder's bytes only if sent unsettled.)

@@ -46,8 +46,9 @@ pub struct ShardCounters {
     pub transfers_in_dropped: Cell<u64>,
     /// events_store_dropped_stalled_total.
     pub events_store_dropped_stalled: Cell<u64>,
-    /// Events dropped with a link detached because its connection held too much
-    /// behind shut session windows (part of events_dropped_no_credit_total).
+    /// Events dropped by connections (part of events_dropped_no_credit_total): with a
+    /// link detached because its connection held too much behind shut session
+    /// windows, or met on their way by a credit the subscriber lowered.
     pub events_dropped_held: Cell<u64>,
     /// rpc_late_responses_total.
     pub rpc_late_responses: Cell<u64>,

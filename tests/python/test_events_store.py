@@ -411,6 +411,55 @@ def test_slow_consumer_with_credit_is_not_detached(broker_factory, amqp):
     assert bodies(r.take(4)) == ["e2", "e3", "e4", "e5"]
 
 
+@pytest.mark.parametrize("stall", ["detach", "hold"])
+def test_events_a_group_member_never_sent_go_to_the_members_that_stay(broker, amqp, stall):
+    """A member of a consumer group leaves with events in its window it never sent
+    (it had credit for one): the member that stays gets them, so the group gets every
+    event once (before, they were lost to the group)."""
+    ch = f"events-store/{uid('es')}"
+    g = LinkProperties({"x-opt-kubemq-group": "workers", "x-opt-sluice-stall": stall})
+    a = amqp.connect(broker.url).receiver(ch, options=g, credit=1)
+    b = amqp.connect(broker.url).receiver(ch, options=g, credit=100)
+    amqp.pump(0.2)
+    n = 10
+    publish(amqp.connect(broker.url).sender(ch), [f"e{i}" for i in range(n)])
+    amqp.wait(lambda: a.received and len(b.received) >= n // 2, 5, "each member's first deliveries")
+    amqp.pump(0.3)
+    assert len(a.received) == 1, "a had credit for one"
+    assert len(b.received) == n // 2, "round-robin: the rest of a's share waits in its window"
+    a.detach()
+    amqp.wait(lambda: len(a.received) + len(b.received) >= n, 5, "the events a never sent")
+    amqp.pump(0.3)
+    assert sorted(bodies(a.received) + bodies(b.received)) == sorted(f"e{i}" for i in range(n))
+
+
+def test_a_lossless_durable_group_comes_back_before_what_a_member_never_sent(broker, amqp):
+    """Members of a lossless durable group send at their own pace: one that sent its
+    whole share does not move the group's cursor past events another still held unsent
+    (it had credit for two), so when the group comes back it gets them (before, the
+    cursor took the furthest member's report and they were lost to the group)."""
+    ch = f"events-store/{uid('es')}"
+    props = {"x-opt-kubemq-group": "workers", "x-opt-kubemq-start": "first", "x-opt-sluice-stall": "hold"}
+    opts = [ExpiryNever(), LinkProperties(props)]
+    ca, cb = amqp.connect(broker.url), amqp.connect(broker.url)
+    a = ca.receiver(ch, name=uid("a"), options=opts, credit=100)
+    b = cb.receiver(ch, name=uid("b"), options=opts, credit=2)
+    amqp.pump(0.2)
+    n = 10
+    publish(amqp.connect(broker.url).sender(ch), [f"e{i}" for i in range(n)])
+    amqp.wait(lambda: len(a.received) >= n // 2 and len(b.received) >= 2, 5, "each member's share")
+    amqp.pump(0.3)
+    assert (len(a.received), len(b.received)) == (n // 2, 2)
+    got = set(bodies(a.received) + bodies(b.received))
+    ca.close()
+    amqp.pump(0.3)
+    cb.close()
+    amqp.pump(0.3)
+    c = amqp.connect(broker.url).receiver(ch, name=uid("c"), options=opts, credit=100)
+    amqp.wait(lambda: got | set(bodies(c.received)) == {f"e{i}" for i in range(n)}, 5,
+              f"the events b never sent, after {sorted(got)}")
+
+
 def test_consumer_group_shares_one_cursor(broker, amqp):
     ch = f"events-store/{uid('es')}"
     c = amqp.connect(broker.url)
