@@ -1969,35 +1969,59 @@ impl Reader {
     /// `again`: an event given before, to a member that left; only members that may
     /// take it out of order get it. False when none has room: the reader waits.
     fn place(&mut self, seq: u64, msg: &Msg, again: bool, out: &mut Vec<ShardMsg>) -> bool {
-        let n = self.members.len();
-        for k in 0..n {
-            let m = &mut self.members[(self.rr + k) % n];
-            if again && !m.takes_any() {
-                continue;
-            }
-            let was_empty = m.ring.ring.is_empty();
-            if m.ring.ring.push((seq, msg.clone())).is_ok() {
-                if was_empty {
-                    out.push(ShardMsg::RingReady { sub: m.sub });
-                }
-                m.given(seq);
-                self.rr = self.rr.wrapping_add(1);
-                return true;
-            }
+        if self.push(seq, msg, again, out) {
+            return true;
         }
         if again && !self.members.iter().any(Member::takes_any) {
             // Every member has events it has not sent: the first to report it sent
             // them all takes this one (`consumed`).
             return false;
         }
-        // Every ring that may take it is full. Lossless links wait for room;
-        // otherwise the connection decides whether this is a credit stall (credit 0:
-        // detach) or a slow consumer (wait for room).
-        self.waiting = true;
+        // Every ring that may take it is full: ask the connections to say when one has
+        // room. A connection that emptied a ring between the push and the flag saw no
+        // flag and will not say (the ring's only producer is this home, so one that
+        // has room now takes the event): look again after the flag (the connection
+        // looks at the flag after its pop; the fences order both).
         for m in &self.members {
-            m.ring.home_waiting.store(true, Ordering::Release);
-            if !self.hold {
+            m.ring.home_waiting.store(true, Ordering::SeqCst);
+        }
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if self.push(seq, msg, again, out) {
+            for m in &self.members {
+                m.ring.home_waiting.store(false, Ordering::SeqCst);
+            }
+            return true;
+        }
+        // Lossless links wait for room; otherwise the connection decides whether this
+        // is a credit stall (credit 0: detach) or a slow consumer (wait for room).
+        self.waiting = true;
+        if !self.hold {
+            for m in &self.members {
                 out.push(ShardMsg::RingFull { sub: m.sub });
+            }
+        }
+        false
+    }
+
+    /// Put the event in the next member's ring that has room and may take it.
+    fn push(&mut self, seq: u64, msg: &Msg, again: bool, out: &mut Vec<ShardMsg>) -> bool {
+        let n = self.members.len();
+        for k in 0..n {
+            let m = &mut self.members[(self.rr + k) % n];
+            if again && !m.takes_any() {
+                continue;
+            }
+            if m.ring.ring.push((seq, msg.clone())).is_ok() {
+                // Alone in the ring after the push: the connection may have found it
+                // empty and stopped taking (asked before the push, "was it empty?"
+                // missed a connection that took the last one in between, and the
+                // window stopped for good with credit left).
+                if m.ring.ring.len() == 1 {
+                    out.push(ShardMsg::RingReady { sub: m.sub });
+                }
+                m.given(seq);
+                self.rr = self.rr.wrapping_add(1);
+                return true;
             }
         }
         false

@@ -1515,7 +1515,10 @@ impl Driver {
 
     /// The home waits for room in the link's ring: tell it there is some.
     fn ring_space(&mut self, ring: &StoreRing, key: ChannelKey, sub: SubRef) {
-        if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::AcqRel) {
+        // After the pops, before the flag: the home sets the flag before it looks at
+        // the ring again (`Reader::place`), so one of the two sees the other.
+        std::sync::atomic::fence(Ordering::SeqCst);
+        if ring.ring.len() < ring.ring.capacity() && ring.home_waiting.swap(false, Ordering::SeqCst) {
             self.route(ShardMsg::RingSpace { key, sub });
         }
     }
