@@ -26,9 +26,6 @@ use std::sync::Arc;
 
 /// What a queue's dead-letter queue adds to its name: `queues/<channel>.dlq`.
 const DLQ_SUFFIX: &str = ".dlq";
-/// How many items at a queue's front a delivery that comes back undelivered is
-/// placed among, by publish order (`QueueChan::return_front`).
-const RETURN_SCAN: usize = 64;
 
 /// Requests waiting for a responder, per RPC channel, at most.
 const RPC_WAITING_MAX: usize = 10_000;
@@ -1213,6 +1210,9 @@ struct QueueChan {
     key: ChannelKey,
     journal: Rc<RefCell<Journal>>,
     ready: VecDeque<QItem>,
+    /// How many messages at the front of `ready` came back undelivered, in publish
+    /// order (`return_front` places the next among them).
+    returned: usize,
     /// Messages on their way to the dead-letter queue, by id, until it has stored them.
     moving: HashMap<u64, QItem>,
     /// Payload bytes of every message stored (waiting, unacked and moving).
@@ -1239,6 +1239,7 @@ impl QueueChan {
             journal,
             earliest,
             ready: VecDeque::new(),
+            returned: 0,
             moving: HashMap::default(),
             bytes: 0,
             unacked: HashMap::default(),
@@ -1348,6 +1349,7 @@ impl QueueChan {
                     break;
                 }
                 let Some(mut item) = self.ready.pop_front() else { break };
+                self.returned = self.returned.saturating_sub(1);
                 gave = true;
                 item.receive_count += 1;
                 // Pre-settled: done once its connection has handed it to the
@@ -1510,13 +1512,20 @@ impl QueueChan {
     /// A delivery that never reached its consumer goes back to the front, in publish
     /// order among the others that came back before it: they come back one by one, in
     /// the order they were given, so each pushed to the very front would reverse them.
-    /// Looks at no more than [`RETURN_SCAN`] items (past them, the very front).
+    /// A binary search over the returned run at the front.
     fn return_front(&mut self, item: QItem) {
-        match self.ready.iter().take(RETURN_SCAN).position(|q| q.id > item.id) {
-            Some(k) => self.ready.insert(k, item),
-            None if self.ready.len() <= RETURN_SCAN => self.ready.push_back(item),
-            None => self.ready.push_front(item),
+        let run = self.returned.min(self.ready.len());
+        let (mut lo, mut hi) = (0, run);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.ready[mid].id < item.id {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
         }
+        self.ready.insert(lo, item);
+        self.returned = run + 1;
     }
 
     /// A `received` state renews the lease of a delivery.
@@ -1576,6 +1585,11 @@ impl QueueChan {
                     }
                 }
             }
+        }
+        // In the order given, before the returned run (whose order they need not
+        // share): the run is theirs now.
+        if !unsent.is_empty() {
+            self.returned = unsent.len();
         }
         for item in unsent.into_iter().rev() {
             self.ready.push_front(item);
@@ -1919,10 +1933,11 @@ impl Member {
         Member { sub, ring, hold, unsent_from: None, last_given: 0 }
     }
 
-    /// It may take an event lower than some it was given before: a member that does
-    /// not report (deliver-first), or a lossless one that sent everything.
-    fn takes_any(&self) -> bool {
-        !self.hold || self.unsent_from.is_none()
+    /// It may take event `seq`, given before to a member that left: a member that
+    /// does not report (deliver-first); a lossless one if its ring stays in rising
+    /// order (`seq` after the last it was given) or it has sent everything.
+    fn takes(&self, seq: u64) -> bool {
+        !self.hold || self.unsent_from.is_none() || seq > self.last_given
     }
 
     fn given(&mut self, seq: u64) {
@@ -1954,6 +1969,8 @@ struct Reader {
     selector: Option<Selector>,
     durable: Option<String>,
     waiting: bool,
+    /// The event the reader waits to place while `waiting`.
+    waiting_on: Option<u64>,
     /// Lossless: wait at a full window; a durable cursor moves only past what the
     /// connection reports as sent.
     hold: bool,
@@ -1972,7 +1989,7 @@ impl Reader {
         if self.push(seq, msg, again, out) {
             return true;
         }
-        if again && !self.members.iter().any(Member::takes_any) {
+        if again && !self.members.iter().any(|m| m.takes(seq)) {
             // Every member has events it has not sent: the first to report it sent
             // them all takes this one (`consumed`).
             return false;
@@ -1995,6 +2012,7 @@ impl Reader {
         // Lossless links wait for room; otherwise the connection decides whether this
         // is a credit stall (credit 0: detach) or a slow consumer (wait for room).
         self.waiting = true;
+        self.waiting_on = Some(seq);
         if !self.hold {
             for m in &self.members {
                 out.push(ShardMsg::RingFull { sub: m.sub });
@@ -2008,7 +2026,7 @@ impl Reader {
         let n = self.members.len();
         for k in 0..n {
             let m = &mut self.members[(self.rr + k) % n];
-            if again && !m.takes_any() {
+            if again && !m.takes(seq) {
                 continue;
             }
             if m.ring.ring.push((seq, msg.clone())).is_ok() {
@@ -2258,6 +2276,15 @@ impl StoreChan {
             }
             self.live.insert(id.clone());
         }
+        // A group's members share one cursor: lossless for all or for none (a member
+        // that does not report would let a lossless cursor pass what it holds; a
+        // lossless one in a deliver-first group would be detached at a full window).
+        let joins = spec.group.as_ref().and_then(|g| self.by_group.get(g)).and_then(|i| self.readers.get(*i));
+        if joins.is_some_and(|r| r.hold != spec.hold) {
+            let why = "x-opt-sluice-stall differs from the consumer group's members".to_owned();
+            out.push(ShardMsg::SubscribeDone { sub, result: Err(("amqp:invalid-field", why)) });
+            return;
+        }
         let ring = Arc::new(StoreRing {
             ring: ArrayQueue::new(spec.max_unsettled.max(1) as usize),
             home_waiting: AtomicBool::new(false),
@@ -2291,6 +2318,7 @@ impl StoreChan {
             selector: spec.selector,
             durable: spec.durable,
             waiting: false,
+            waiting_on: None,
             hold: spec.hold,
             resume: false,
             redo: VecDeque::new(),
@@ -2305,8 +2333,13 @@ impl StoreChan {
         if r.waiting || r.members.is_empty() {
             return;
         }
-        if !self.readers[i].redo.is_empty() && !self.feed_redo(i, out) {
-            return;
+        if !self.readers[i].redo.is_empty() {
+            if !self.feed_redo(i, out) {
+                return;
+            }
+            // Given again: a deliver-first cursor, set back to the first of them when
+            // their member left, is where the reader is again.
+            self.deliver_first_cursor(i);
         }
         let mut at = self.index_of(self.readers[i].next);
         let r = &mut self.readers[i];
@@ -2345,6 +2378,17 @@ impl StoreChan {
         }
     }
 
+    /// A deliver-first durable cursor (not lossless) at the reader's position.
+    fn deliver_first_cursor(&mut self, i: usize) {
+        let r = &self.readers[i];
+        if let (Some(id), false) = (&r.durable, r.hold) {
+            if let Some(c) = self.cursors.get_mut(id) {
+                c.next = r.next;
+            }
+            self.journal.borrow_mut().cursor(&self.key, id, r.next);
+        }
+    }
+
     /// Give the reader's members the events given to a member that left (in order),
     /// before any new event. False while some wait: no member may take the first now.
     fn feed_redo(&mut self, i: usize, out: &mut Vec<ShardMsg>) -> bool {
@@ -2380,7 +2424,8 @@ impl StoreChan {
         }
         // A member that sent everything may take the events given again.
         let r = &mut self.readers[i];
-        if !r.redo.is_empty() && r.members.iter().any(|m| m.sub == sub && m.takes_any()) {
+        let first = r.redo.front().copied();
+        if first.is_some_and(|seq| r.members.iter().any(|m| m.sub == sub && m.takes(seq))) {
             r.waiting = false;
             self.feed(i, out);
         }
@@ -2414,7 +2459,6 @@ impl StoreChan {
             return;
         }
         let Some(i) = self.by_sub.remove(&sub).filter(|i| *i < self.readers.len()) else { return };
-        let waited_for = self.log.get(self.index_of(self.readers[i].next)).map(|e| e.seq);
         let r = &mut self.readers[i];
         let gone = r.members.iter().position(|m| m.sub == sub).map(|k| r.members.remove(k));
         // What it was given and never sent: the event its connection held for the
@@ -2424,9 +2468,15 @@ impl StoreChan {
             unsent.push(seq);
         }
         if stalled {
-            // The event that found the window full is lost with it (the reference).
-            if r.redo.pop_front().is_none() {
-                r.next = waited_for.map_or(r.next, |seq| seq + 1);
+            // The event that found the window full is lost with it (the reference),
+            // if the reader still waits to place it (another member's room may have
+            // let it go on meanwhile).
+            if let (true, Some(seq)) = (r.waiting, r.waiting_on) {
+                if r.redo.front() == Some(&seq) {
+                    r.redo.pop_front();
+                } else if seq >= r.next {
+                    r.next = seq + 1;
+                }
             }
             r.waiting = false;
         }
@@ -3810,5 +3860,131 @@ mod tests {
             })
             .collect();
         assert_eq!(got, [0, 1, 2, 3, 4]);
+    }
+
+    /// A hundred deliveries returned undelivered in a row, with a hundred messages
+    /// behind them, come back in publish order.
+    #[test]
+    fn a_long_run_of_undelivered_returns_keeps_its_order() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::Queues, "returned-run");
+        let mut out = Vec::new();
+        let unsettled = || {
+            let mut spec = spec();
+            spec.presettled = false;
+            spec.max_unsettled = 1_000;
+            spec
+        };
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: unsettled() }, 1, &mut out);
+        home.handle(credit_msg(&key, 1, 100), 1, &mut out);
+        for n in 0..200u8 {
+            home.handle(publish_msg(&key, vec![n]), 1, &mut out);
+        }
+        let tokens = delivered_tokens(&out);
+        assert_eq!(tokens.len(), 100);
+        for token in tokens {
+            let undelivered = ShardMsg::Settle { key: key.clone(), sub: sub(1), token, outcome: Outcome::Undelivered };
+            home.handle(undelivered, 2, &mut out);
+        }
+        out.clear();
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2), spec: unsettled() }, 2, &mut out);
+        home.handle(credit_msg(&key, 2, 1_000), 2, &mut out);
+        let got: Vec<u8> = out
+            .iter()
+            .filter_map(|m| match m {
+                ShardMsg::Deliver { sub: s, msg, .. } if *s == sub(2) => Some(msg.payload[0]),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(got, (0..200u8).collect::<Vec<_>>());
+    }
+
+    /// A lossless member takes a leaver's events at once when they come after all it
+    /// was given (its ring stays in rising order), without waiting to send what it has.
+    #[test]
+    fn a_lossless_member_takes_a_leavers_later_events_at_once() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::EventsStore, "later-events");
+        let mut out = Vec::new();
+        for link in [1, 2] {
+            home.handle(
+                ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec: group_spec(true, true) },
+                1,
+                &mut out,
+            );
+        }
+        for n in 0..2u8 {
+            home.handle(publish_msg(&key, vec![n; 1]), 1, &mut out);
+        }
+        let a = member_ring(&home, &key, 1);
+        // Member 1 has 1, member 2 has 2 and leaves having sent nothing: 2 comes after
+        // all member 1 was given, so member 1 takes it before it has sent 1.
+        home.handle(unsubscribe_msg(&key, sub(2), Vec::new()), 2, &mut out);
+        assert_eq!(drain_ring(&a), [1, 2]);
+        let cursor = |home: &Home| home.stores[&key].cursors.get("group:g").map(|c| c.next);
+        assert_eq!(cursor(&home), Some(1));
+        home.handle(ShardMsg::Consumed { key: key.clone(), sub: sub(1), next_seq: 3 }, 3, &mut out);
+        assert_eq!(cursor(&home), Some(3));
+    }
+
+    /// A member of a deliver-first group detached for a credit stall loses the event
+    /// the reader waited to place (the reference), not an event another member left
+    /// behind; once that one is given again, a durable group's cursor is back where
+    /// the reader is.
+    #[test]
+    fn a_stalled_member_loses_the_waiting_event_not_a_leavers() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::EventsStore, "stalled-group");
+        let mut out = Vec::new();
+        for link in [1, 2, 3] {
+            let mut spec = group_spec(false, true);
+            spec.max_unsettled = 1;
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, &mut out);
+        }
+        // One event each, the fourth waits (every ring full).
+        for n in 0..4u8 {
+            home.handle(publish_msg(&key, vec![n; 1]), 1, &mut out);
+        }
+        let c = member_ring(&home, &key, 3);
+        // Member 1 leaves with its event unsent; member 2 is detached, stalled.
+        home.handle(unsubscribe_msg(&key, sub(1), Vec::new()), 2, &mut out);
+        let stalled = ShardMsg::Unsubscribe {
+            key: key.clone(),
+            sub: sub(2),
+            stalled: true,
+            resume_at: None,
+            confirm: false,
+            sent: Vec::new(),
+        };
+        home.handle(stalled, 2, &mut out);
+        // Member 3 sends its event 3 and has room: member 1's event 1 comes, then
+        // member 2's 2 (its window is given again, all but the event it stalled on).
+        let cursor = |home: &Home| home.stores[&key].cursors.get("group:g").map(|c| c.next);
+        assert_eq!(drain_ring(&c), [3]);
+        home.handle(ShardMsg::RingSpace { key: key.clone(), sub: sub(3) }, 3, &mut out);
+        assert_eq!(drain_ring(&c), [1], "event 4 was the one lost to the stall");
+        assert_eq!(cursor(&home), Some(1));
+        home.handle(ShardMsg::RingSpace { key: key.clone(), sub: sub(3) }, 3, &mut out);
+        assert_eq!(drain_ring(&c), [2]);
+        assert_eq!(cursor(&home), Some(5));
+    }
+
+    /// A consumer group's members are lossless all or none: a member whose stall
+    /// mode differs from the group's is refused, and the group goes on.
+    #[test]
+    fn a_group_member_with_another_stall_mode_is_refused() {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::EventsStore, "mixed-group");
+        let mut out = Vec::new();
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: group_spec(true, false) }, 1, &mut out);
+        out.clear();
+        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2), spec: group_spec(false, false) }, 1, &mut out);
+        assert!(
+            matches!(&out[..], [ShardMsg::SubscribeDone { result: Err(("amqp:invalid-field", _)), .. }]),
+            "{out:?}"
+        );
+        assert!(home.stores[&key].reader_of(sub(2)).is_none());
+        home.handle(publish_msg(&key, vec![1; 1]), 1, &mut out);
+        assert_eq!(drain_ring(&member_ring(&home, &key, 1)), [1]);
     }
 }

@@ -1493,12 +1493,12 @@ impl Driver {
                     add(&self.shard.counters.transfers_out[pattern], 1);
                     sent_next = Some(seq + 1);
                 }
-                Err(UsageError::SessionWindow) => {
-                    // Not sent: a lossless cursor stays before it.
+                // Not sent: held, so a lossless cursor stays before it, and a link that
+                // is going (any other error) names it as the first it never sent.
+                Err(_) => {
                     self.hold(link, Held { token: seq, payload: msg.payload, settled: true });
                     break;
                 }
-                Err(_) => break,
             }
         }
         let drain = self.engine.link_info(link).is_some_and(|i| i.drain);

@@ -460,6 +460,23 @@ def test_a_lossless_durable_group_comes_back_before_what_a_member_never_sent(bro
               f"the events b never sent, after {sorted(got)}")
 
 
+def test_a_group_member_with_another_stall_mode_is_refused(broker, amqp):
+    """A consumer group's members are lossless all or none: a member asking for the
+    other stall mode is refused with amqp:invalid-field, and the group goes on."""
+    ch = f"events-store/{uid('es')}"
+    group = {"x-opt-kubemq-group": "workers"}
+    a = amqp.connect(broker.url).receiver(ch, options=LinkProperties({**group, "x-opt-sluice-stall": "hold"}),
+                                          credit=10)
+    amqp.pump(0.2)
+    b = amqp.connect(broker.url).receiver(ch, options=LinkProperties({**group, "x-opt-sluice-stall": "detach"}),
+                                          wait=False)
+    cond = b.wait_detached()
+    assert cond is not None and cond.name == "amqp:invalid-field", cond
+    assert "stall" in cond.description
+    publish(amqp.connect(broker.url).sender(ch), ["e1"])
+    assert bodies(a.take(1)) == ["e1"]
+
+
 def test_consumer_group_shares_one_cursor(broker, amqp):
     ch = f"events-store/{uid('es')}"
     c = amqp.connect(broker.url)
