@@ -1472,6 +1472,38 @@ fn links_of_a_session_take_turns_when_its_window_reopens() {
 /// window opens, the three arrive and then the drain's FLOW (credit 0). (Before,
 /// the drain completed at once, the credit was gone when the window opened, and the
 /// three went back to the queue in reverse order.)
+/// A queue delivery waiting for its consumer's shut session window does not use up
+/// its ack deadline: three messages held for 2.5 s against a 1 s deadline are not
+/// returned (before, each went back to the queue, counted, and was given to the same
+/// consumer again: six transfers when the window opened); once sent, the deadline
+/// runs from then, and the three unsettled return after it.
+#[test]
+fn a_delivery_waiting_for_the_session_window_keeps_its_ack_deadline() {
+    let b = Broker::start(&[("SLUICE_ACK_DEADLINE_SECONDS", "1")]);
+    let _prod = queue_producer(&b, "deadline-producer", "queues/deadline-held", 3);
+    let mut c = Peer::handshake(&b, "deadline-consumer");
+    let bch = c.begin_shut(0);
+    let q = c.attach(0, 0, "r", Role::Receiver, Some("queues/deadline-held"), SenderSettleMode::Unsettled);
+    c.send(&window_flow(0, 0, 0, Some(0), Some(5)));
+    c.await_outstanding(&b, "deadline-held", 3);
+    c.pump(Duration::from_millis(2_500));
+    let expired = "sluice_channel_ack_deadline_expired_total{pattern=\"queues\",channel=\"deadline-held\"}";
+    assert_eq!(b.metric(expired).unwrap_or(0.0), 0.0, "a deadline ran out while the delivery waited");
+    c.send(&window_flow(0, 0, 2048, None, None));
+    let transfers = |g: &[In]| {
+        g.iter().filter(|i| matches!(i, In::Amqp(ch, Performative::Transfer(t)) if *ch == bch && t.handle == q)).count()
+    };
+    assert!(c.wait(WAIT, |g| transfers(g) >= 3), "the three held: {}", c.summary());
+    c.pump(Duration::from_millis(300));
+    assert_eq!(transfers(&c.got), 3, "each sent once: {}", c.summary());
+    // Not settled: the deadline, running since they were sent, returns them.
+    let deadline = std::time::Instant::now() + WAIT;
+    while b.metric(expired).unwrap_or(0.0) < 3.0 {
+        assert!(std::time::Instant::now() < deadline, "the deadline never ran after the send");
+        c.pump(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn a_drain_waits_for_deliveries_held_by_the_session_window() {
     let b = Broker::start(&[]);

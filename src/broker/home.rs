@@ -705,9 +705,9 @@ impl Home {
                     q.dispatch(now_ms, out);
                 }
             }
-            ShardMsg::Extend { key, sub, token } => {
+            ShardMsg::Extend { key, sub, token, held } => {
                 if let Some(q) = self.queues.get_mut(&key) {
-                    q.extend(sub, token, now_ms);
+                    q.extend(sub, token, now_ms, held);
                 }
             }
             ShardMsg::Consumed { key, sub, next_seq } => {
@@ -1374,13 +1374,7 @@ impl QueueChan {
                 c.unsettled_bytes += size;
                 let deadline =
                     if c.ack_deadline_ms > 0 && !c.presettled { now_ms.saturating_add(c.ack_deadline_ms) } else { 0 };
-                if deadline != 0 && (self.next_deadline == 0 || deadline < self.next_deadline) {
-                    self.next_deadline = deadline;
-                    let e = self.earliest.get();
-                    if e == 0 || deadline < e {
-                        self.earliest.set(deadline);
-                    }
-                }
+                lower_deadline(&mut self.next_deadline, &self.earliest, deadline);
                 self.unacked.insert(token, Unacked { item, sub, deadline });
                 let unacked = &self.unacked;
                 c.tokens.push(token, |t| unacked.get(t).is_some_and(|u| u.sub == sub));
@@ -1529,13 +1523,14 @@ impl QueueChan {
     }
 
     /// A `received` state renews the lease of a delivery.
-    fn extend(&mut self, sub: SubRef, token: u64, now_ms: u64) {
+    /// `held`: the delivery waits for its connection's session window; its lease
+    /// stops until it is sent (then renewed from then).
+    fn extend(&mut self, sub: SubRef, token: u64, now_ms: u64, held: bool) {
         let Some(ms) = self.consumer(sub).map(|c| c.ack_deadline_ms) else { return };
-        if let Some(u) = self.unacked.get_mut(&token) {
-            if u.sub == sub && ms > 0 {
-                u.deadline = now_ms.saturating_add(ms);
-            }
-        }
+        let Some(u) = self.unacked.get_mut(&token).filter(|u| u.sub == sub && ms > 0) else { return };
+        u.deadline = if held { 0 } else { now_ms.saturating_add(ms) };
+        let deadline = u.deadline;
+        lower_deadline(&mut self.next_deadline, &self.earliest, deadline);
     }
 
     /// Deliveries whose ack deadline passed return to the queue (counted).
@@ -2554,6 +2549,18 @@ fn refuse_publish(ack: Option<super::PublishAck>, why: PublishRefusal, stats: &m
     match ack {
         Some(ack) => out.push(ShardMsg::PublishDone { ack, result: Err(why) }),
         None => stats.transfers_in_dropped += 1,
+    }
+}
+
+/// A queue delivery's ack deadline was set: the queue's earliest (`next`) and the
+/// home's follow it when it comes first.
+fn lower_deadline(next: &mut u64, earliest: &Cell<u64>, deadline: u64) {
+    if deadline != 0 && (*next == 0 || deadline < *next) {
+        *next = deadline;
+        let e = earliest.get();
+        if e == 0 || deadline < e {
+            earliest.set(deadline);
+        }
     }
 }
 

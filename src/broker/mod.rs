@@ -292,7 +292,9 @@ pub enum ShardMsg {
         /// The next sequence number the link has not sent.
         next_seq: u64,
     },
-    /// The consumer reported a `received` state: extend the delivery's ack deadline.
+    /// The consumer reported a `received` state, or the delivery left its connection
+    /// after waiting for the session window: its ack deadline starts again. `held`:
+    /// instead, the delivery waits for the session window: its deadline stops.
     Extend {
         /// Channel.
         key: ChannelKey,
@@ -300,6 +302,8 @@ pub enum ShardMsg {
         sub: SubRef,
         /// Delivery token.
         token: u64,
+        /// Stop the deadline (the delivery waits at its connection).
+        held: bool,
     },
     /// Room in an events-store ring again.
     RingSpace {

@@ -1811,6 +1811,15 @@ impl Driver {
             }
             return;
         }
+        // A queue delivery with an ack deadline: the deadline stops while it waits,
+        // and starts when it is sent (`retry_held`), so waiting for the window does
+        // not count against the consumer.
+        if let Some((key, serial)) = (ctx.renews && !h.settled).then(|| (key.clone(), ctx.serial)) {
+            let sub = self.sub(serial);
+            self.route(ShardMsg::Extend { key, sub, token: h.token, held: true });
+        }
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        let LinkKind::Consume { key, .. } = &ctx.kind else { return };
         if !ctx.turn {
             ctx.turn = true;
             self.held_on.entry(ctx.channel).or_default().push_back(link);
@@ -1876,6 +1885,8 @@ impl Driver {
             // they have sent (those receiving unsettled, as settlements come).
             let cursor =
                 (pattern == Pattern::EventsStore && *lossless && acks.is_none()).then(|| (key.clone(), ctx.serial));
+            // Queue links with an ack deadline (see `hold`).
+            let renew = ctx.renews.then(|| (key.clone(), ctx.serial));
             let (mut sent, mut next_seq, mut shut) = (0, None, false);
             // A link without credit waits out of the turns; its next credit brings it
             // back (`on_credit`).
@@ -1887,10 +1898,16 @@ impl Driver {
                 let Some(h) = ctx.held.pop_front() else { break };
                 self.held_bytes -= held_cost(&h);
                 let seq = h.token;
+                let settled = h.settled;
                 match self.send_consumed(link, pattern, h.token, h.payload, h.settled) {
                     Sent::Out => {
                         sent += 1;
                         next_seq = Some(seq + 1);
+                        // Its ack deadline, stopped while it waited (`hold`), starts now.
+                        if let (Some((key, serial)), false) = (&renew, settled) {
+                            let sub = self.sub(*serial);
+                            self.route(ShardMsg::Extend { key: key.clone(), sub, token: seq, held: false });
+                        }
                     }
                     Sent::Waits(h) => {
                         // No room after all (a delivery's frames wait in the session).
@@ -1972,7 +1989,7 @@ impl Driver {
                         if let Some((token, _)) = unsettled.get(&delivery_id) {
                             if self.renewed.insert((link, delivery_id)) {
                                 let (key, token, sub) = (key.clone(), *token, self.sub(ctx.serial));
-                                self.route(ShardMsg::Extend { key, sub, token });
+                                self.route(ShardMsg::Extend { key, sub, token, held: false });
                             }
                         }
                     }
