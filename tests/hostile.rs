@@ -1472,6 +1472,20 @@ fn links_of_a_session_take_turns_when_its_window_reopens() {
 /// window opens, the three arrive and then the drain's FLOW (credit 0). (Before,
 /// the drain completed at once, the credit was gone when the window opened, and the
 /// three went back to the queue in reverse order.)
+/// Three messages on `queues/<channel>`, taken by a consumer (credit 5, unsettled)
+/// whose session window is shut: they wait at its connection. The producer, the
+/// consumer, its session's channel on the broker's side and its link's handle.
+fn three_held_by_a_shut_window(b: &Broker, channel: &str) -> (Peer, Peer, u16, u32) {
+    let address = format!("queues/{channel}");
+    let prod = queue_producer(b, &format!("{channel}-producer"), &address, 3);
+    let mut c = Peer::handshake(b, &format!("{channel}-consumer"));
+    let bch = c.begin_shut(0);
+    let q = c.attach(0, 0, "r", Role::Receiver, Some(&address), SenderSettleMode::Unsettled);
+    c.send(&window_flow(0, 0, 0, Some(0), Some(5)));
+    c.await_outstanding(b, channel, 3);
+    (prod, c, bch, q)
+}
+
 /// A queue delivery waiting for its consumer's shut session window does not use up
 /// its ack deadline: three messages held for 2.5 s against a 1 s deadline are not
 /// returned (before, each went back to the queue, counted, and was given to the same
@@ -1480,12 +1494,7 @@ fn links_of_a_session_take_turns_when_its_window_reopens() {
 #[test]
 fn a_delivery_waiting_for_the_session_window_keeps_its_ack_deadline() {
     let b = Broker::start(&[("SLUICE_ACK_DEADLINE_SECONDS", "1")]);
-    let _prod = queue_producer(&b, "deadline-producer", "queues/deadline-held", 3);
-    let mut c = Peer::handshake(&b, "deadline-consumer");
-    let bch = c.begin_shut(0);
-    let q = c.attach(0, 0, "r", Role::Receiver, Some("queues/deadline-held"), SenderSettleMode::Unsettled);
-    c.send(&window_flow(0, 0, 0, Some(0), Some(5)));
-    c.await_outstanding(&b, "deadline-held", 3);
+    let (_prod, mut c, bch, q) = three_held_by_a_shut_window(&b, "deadline-held");
     c.pump(Duration::from_millis(2_500));
     let expired = "sluice_channel_ack_deadline_expired_total{pattern=\"queues\",channel=\"deadline-held\"}";
     assert_eq!(b.metric(expired).unwrap_or(0.0), 0.0, "a deadline ran out while the delivery waited");
@@ -1507,12 +1516,7 @@ fn a_delivery_waiting_for_the_session_window_keeps_its_ack_deadline() {
 #[test]
 fn a_drain_waits_for_deliveries_held_by_the_session_window() {
     let b = Broker::start(&[]);
-    let _prod = queue_producer(&b, "drain-producer", "queues/drain-held", 3);
-    let mut c = Peer::handshake(&b, "drain-consumer");
-    let bch = c.begin_shut(0);
-    let q = c.attach(0, 0, "r", Role::Receiver, Some("queues/drain-held"), SenderSettleMode::Unsettled);
-    c.send(&window_flow(0, 0, 0, Some(0), Some(5)));
-    c.await_outstanding(&b, "drain-held", 3);
+    let (_prod, mut c, bch, q) = three_held_by_a_shut_window(&b, "drain-held");
     let drain = Flow {
         next_incoming_id: Some(0),
         incoming_window: 0,

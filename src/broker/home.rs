@@ -3736,25 +3736,33 @@ mod tests {
         spec
     }
 
+    /// Consumer group "g" on events-store channel `name`: members `links` (each with
+    /// `spec`), then `events` events published. The home, the key and its output.
+    fn group_with_events(
+        name: &str,
+        links: &[u64],
+        spec: impl Fn() -> Box<SubSpec>,
+        events: u8,
+    ) -> (Home, ChannelKey, Vec<ShardMsg>) {
+        let mut home = events_home();
+        let key = ChannelKey::new(Pattern::EventsStore, name);
+        let mut out = Vec::new();
+        for link in links {
+            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(*link), spec: spec() }, 1, &mut out);
+        }
+        for n in 0..events {
+            home.handle(publish_msg(&key, vec![n; 1]), 1, &mut out);
+        }
+        (home, key, out)
+    }
+
     /// A lossless durable consumer group's cursor moves only past events every member
     /// has sent: members report how far they sent in their own rings, and one that
     /// reports ahead of another does not move it past the other's unsent events
     /// (before, the cursor took the furthest report, and a restart skipped them).
     #[test]
     fn a_lossless_group_cursor_waits_for_every_member() {
-        let mut home = events_home();
-        let key = ChannelKey::new(Pattern::EventsStore, "lossless-group");
-        let mut out = Vec::new();
-        for link in [1, 2] {
-            home.handle(
-                ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec: group_spec(true, true) },
-                1,
-                &mut out,
-            );
-        }
-        for n in 0..4u8 {
-            home.handle(publish_msg(&key, vec![n; 1]), 1, &mut out);
-        }
+        let (mut home, key, mut out) = group_with_events("lossless-group", &[1, 2], || group_spec(true, true), 4);
         let (a, b) = (member_ring(&home, &key, 1), member_ring(&home, &key, 2));
         assert_eq!(drain_ring(&a), [1, 3]);
         let cursor = |home: &Home| home.stores[&key].cursors.get("group:g").map(|c| c.next);
@@ -3777,19 +3785,7 @@ mod tests {
     #[test]
     fn a_group_members_unsent_events_go_to_the_members_that_stay() {
         for hold in [false, true] {
-            let mut home = events_home();
-            let key = ChannelKey::new(Pattern::EventsStore, "leaving-group");
-            let mut out = Vec::new();
-            for link in [1, 2] {
-                home.handle(
-                    ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec: group_spec(hold, true) },
-                    1,
-                    &mut out,
-                );
-            }
-            for n in 0..4u8 {
-                home.handle(publish_msg(&key, vec![n; 1]), 1, &mut out);
-            }
+            let (mut home, key, mut out) = group_with_events("leaving-group", &[1, 2], || group_spec(hold, true), 4);
             let (a, b) = (member_ring(&home, &key, 1), member_ring(&home, &key, 2));
             // Member 1 sends event 1, holds 3 for its session window, and leaves.
             assert_eq!(a.ring.pop().map(|(seq, _)| seq), Some(1));
@@ -3832,49 +3828,11 @@ mod tests {
         }
     }
 
-    /// Queue deliveries that come back undelivered one by one (the consumer lowered
-    /// its credit while they were on their way) go back to the front in publish order
-    /// (before, each went to the very front, so they came out reversed).
-    #[test]
-    fn deliveries_returned_undelivered_keep_their_order() {
+    /// `published` messages on a queue; the first consumer is given `given` of them
+    /// and returns each undelivered, one by one; what a second consumer then gets.
+    fn after_undelivered_returns(given: u32, published: u8) -> Vec<u8> {
         let mut home = events_home();
         let key = ChannelKey::new(Pattern::Queues, "returned");
-        let mut out = Vec::new();
-        let unsettled = || {
-            let mut spec = spec();
-            spec.presettled = false;
-            spec
-        };
-        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: unsettled() }, 1, &mut out);
-        home.handle(credit_msg(&key, 1, 3), 1, &mut out);
-        for n in 0..5u8 {
-            home.handle(publish_msg(&key, vec![n]), 1, &mut out);
-        }
-        let tokens = delivered_tokens(&out);
-        assert_eq!(tokens.len(), 3);
-        for token in tokens {
-            let undelivered = ShardMsg::Settle { key: key.clone(), sub: sub(1), token, outcome: Outcome::Undelivered };
-            home.handle(undelivered, 2, &mut out);
-        }
-        out.clear();
-        home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2), spec: unsettled() }, 2, &mut out);
-        home.handle(credit_msg(&key, 2, 10), 2, &mut out);
-        let got: Vec<u8> = out
-            .iter()
-            .filter_map(|m| match m {
-                ShardMsg::Deliver { sub: s, msg, .. } if *s == sub(2) => Some(msg.payload[0]),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(got, [0, 1, 2, 3, 4]);
-    }
-
-    /// A hundred deliveries returned undelivered in a row, with a hundred messages
-    /// behind them, come back in publish order.
-    #[test]
-    fn a_long_run_of_undelivered_returns_keeps_its_order() {
-        let mut home = events_home();
-        let key = ChannelKey::new(Pattern::Queues, "returned-run");
         let mut out = Vec::new();
         let unsettled = || {
             let mut spec = spec();
@@ -3883,12 +3841,12 @@ mod tests {
             spec
         };
         home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(1), spec: unsettled() }, 1, &mut out);
-        home.handle(credit_msg(&key, 1, 100), 1, &mut out);
-        for n in 0..200u8 {
+        home.handle(credit_msg(&key, 1, given), 1, &mut out);
+        for n in 0..published {
             home.handle(publish_msg(&key, vec![n]), 1, &mut out);
         }
         let tokens = delivered_tokens(&out);
-        assert_eq!(tokens.len(), 100);
+        assert_eq!(tokens.len(), given as usize);
         for token in tokens {
             let undelivered = ShardMsg::Settle { key: key.clone(), sub: sub(1), token, outcome: Outcome::Undelivered };
             home.handle(undelivered, 2, &mut out);
@@ -3896,33 +3854,34 @@ mod tests {
         out.clear();
         home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(2), spec: unsettled() }, 2, &mut out);
         home.handle(credit_msg(&key, 2, 1_000), 2, &mut out);
-        let got: Vec<u8> = out
-            .iter()
+        out.iter()
             .filter_map(|m| match m {
                 ShardMsg::Deliver { sub: s, msg, .. } if *s == sub(2) => Some(msg.payload[0]),
                 _ => None,
             })
-            .collect();
-        assert_eq!(got, (0..200u8).collect::<Vec<_>>());
+            .collect()
+    }
+
+    /// Queue deliveries that come back undelivered one by one (the consumer lowered
+    /// its credit while they were on their way) go back to the front in publish order
+    /// (before, each went to the very front, so they came out reversed).
+    #[test]
+    fn deliveries_returned_undelivered_keep_their_order() {
+        assert_eq!(after_undelivered_returns(3, 5), [0, 1, 2, 3, 4]);
+    }
+
+    /// A hundred deliveries returned undelivered in a row, with a hundred messages
+    /// behind them, come back in publish order.
+    #[test]
+    fn a_long_run_of_undelivered_returns_keeps_its_order() {
+        assert_eq!(after_undelivered_returns(100, 200), (0..200u8).collect::<Vec<_>>());
     }
 
     /// A lossless member takes a leaver's events at once when they come after all it
     /// was given (its ring stays in rising order), without waiting to send what it has.
     #[test]
     fn a_lossless_member_takes_a_leavers_later_events_at_once() {
-        let mut home = events_home();
-        let key = ChannelKey::new(Pattern::EventsStore, "later-events");
-        let mut out = Vec::new();
-        for link in [1, 2] {
-            home.handle(
-                ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec: group_spec(true, true) },
-                1,
-                &mut out,
-            );
-        }
-        for n in 0..2u8 {
-            home.handle(publish_msg(&key, vec![n; 1]), 1, &mut out);
-        }
+        let (mut home, key, mut out) = group_with_events("later-events", &[1, 2], || group_spec(true, true), 2);
         let a = member_ring(&home, &key, 1);
         // Member 1 has 1, member 2 has 2 and leaves having sent nothing: 2 comes after
         // all member 1 was given, so member 1 takes it before it has sent 1.
@@ -3940,18 +3899,13 @@ mod tests {
     /// the reader is.
     #[test]
     fn a_stalled_member_loses_the_waiting_event_not_a_leavers() {
-        let mut home = events_home();
-        let key = ChannelKey::new(Pattern::EventsStore, "stalled-group");
-        let mut out = Vec::new();
-        for link in [1, 2, 3] {
+        let one_slot = || {
             let mut spec = group_spec(false, true);
             spec.max_unsettled = 1;
-            home.handle(ShardMsg::Subscribe { key: key.clone(), sub: sub(link), spec }, 1, &mut out);
-        }
+            spec
+        };
         // One event each, the fourth waits (every ring full).
-        for n in 0..4u8 {
-            home.handle(publish_msg(&key, vec![n; 1]), 1, &mut out);
-        }
+        let (mut home, key, mut out) = group_with_events("stalled-group", &[1, 2, 3], one_slot, 4);
         let c = member_ring(&home, &key, 3);
         // Member 1 leaves with its event unsent; member 2 is detached, stalled.
         home.handle(unsubscribe_msg(&key, sub(1), Vec::new()), 2, &mut out);
