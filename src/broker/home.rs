@@ -1911,10 +1911,8 @@ struct StoredEvent {
 struct Member {
     sub: SubRef,
     ring: Arc<StoreRing>,
-    /// Lossless: its connection reports how far it has sent (`Consumed`), and a
-    /// durable cursor waits for it.
-    hold: bool,
-    /// Lossless: a lower bound of the first event given to it and not reported sent;
+    /// Lossless (its reader's `hold`: a group's members are all lossless or none;
+    /// their connections report how far they sent, `Consumed`): a lower bound of the first event given to it and not reported sent;
     /// `None` when it has sent everything it was given. Its ring holds events in
     /// rising order (events given again, [`Reader::redo`], go only to a member that
     /// sent everything), so "sent everything before `n`" moves the bound to `n`.
@@ -1924,22 +1922,21 @@ struct Member {
 }
 
 impl Member {
-    fn new(sub: SubRef, ring: Arc<StoreRing>, hold: bool) -> Self {
-        Member { sub, ring, hold, unsent_from: None, last_given: 0 }
+    fn new(sub: SubRef, ring: Arc<StoreRing>) -> Self {
+        Member { sub, ring, unsent_from: None, last_given: 0 }
     }
 
-    /// It may take event `seq`, given before to a member that left: a member that
-    /// does not report (deliver-first); a lossless one if its ring stays in rising
-    /// order (`seq` after the last it was given) or it has sent everything.
+    /// It may take event `seq`, given before to a member that left: a member with
+    /// nothing unsent (always, deliver-first), or one whose ring stays in rising
+    /// order (`seq` after the last it was given).
     fn takes(&self, seq: u64) -> bool {
-        !self.hold || self.unsent_from.is_none() || seq > self.last_given
+        self.unsent_from.is_none() || seq > self.last_given
     }
 
+    /// Lossless: event `seq` went into its ring.
     fn given(&mut self, seq: u64) {
-        if self.hold {
-            self.unsent_from.get_or_insert(seq);
-            self.last_given = seq;
-        }
+        self.unsent_from.get_or_insert(seq);
+        self.last_given = seq;
     }
 
     /// Its connection sent everything it was given before `next_seq`.
@@ -2032,12 +2029,29 @@ impl Reader {
                 if m.ring.ring.len() == 1 {
                     out.push(ShardMsg::RingReady { sub: m.sub });
                 }
-                m.given(seq);
+                if self.hold {
+                    m.given(seq);
+                }
                 self.rr = self.rr.wrapping_add(1);
                 return true;
             }
         }
         false
+    }
+
+    /// A deliver-first (not lossless) durable cursor at the reader's position.
+    fn deliver_first_cursor(
+        &self,
+        cursors: &mut HashMap<String, Cursor>,
+        journal: &RefCell<Journal>,
+        key: &ChannelKey,
+    ) {
+        if let (Some(id), false) = (&self.durable, self.hold) {
+            if let Some(c) = cursors.get_mut(id) {
+                c.next = self.next;
+            }
+            journal.borrow_mut().cursor(key, id, self.next);
+        }
     }
 
     /// How far a durable cursor may go: before the first event not yet sent.
@@ -2285,7 +2299,7 @@ impl StoreChan {
             home_waiting: AtomicBool::new(false),
         });
         out.push(ShardMsg::SubscribeDone { sub, result: Ok(Some(ring.clone())) });
-        let member = Member::new(sub, ring, spec.hold);
+        let member = Member::new(sub, ring);
         // A group shares one cursor; its first member's start position sets it.
         if let Some(&i) = spec.group.as_ref().and_then(|g| self.by_group.get(g)).filter(|i| **i < self.readers.len()) {
             self.by_sub.insert(sub, i);
@@ -2334,7 +2348,7 @@ impl StoreChan {
             }
             // Given again: a deliver-first cursor, set back to the first of them when
             // their member left, is where the reader is again.
-            self.deliver_first_cursor(i);
+            self.readers[i].deliver_first_cursor(&mut self.cursors, &self.journal, &self.key);
         }
         let mut at = self.index_of(self.readers[i].next);
         let r = &mut self.readers[i];
@@ -2363,24 +2377,8 @@ impl StoreChan {
             r.next = ev.seq + 1;
             at += 1;
             self.counters.delivered += 1;
-            if let (Some(id), false) = (&r.durable, r.hold) {
-                // Deliver-first: the position is taken as the event enters the window.
-                if let Some(c) = self.cursors.get_mut(id) {
-                    c.next = r.next;
-                }
-                self.journal.borrow_mut().cursor(&self.key, id, r.next);
-            }
-        }
-    }
-
-    /// A deliver-first durable cursor (not lossless) at the reader's position.
-    fn deliver_first_cursor(&mut self, i: usize) {
-        let r = &self.readers[i];
-        if let (Some(id), false) = (&r.durable, r.hold) {
-            if let Some(c) = self.cursors.get_mut(id) {
-                c.next = r.next;
-            }
-            self.journal.borrow_mut().cursor(&self.key, id, r.next);
+            // Deliver-first: the position is taken as the event enters the window.
+            r.deliver_first_cursor(&mut self.cursors, &self.journal, &self.key);
         }
     }
 
