@@ -122,6 +122,11 @@ start_rabbit() {
 stop_rabbit() {
     if [ -n "$RABBIT_NODE" ]; then
         rabbitmqctl -q -n "$RABBIT_NODE" stop >/dev/null 2>&1 || true
+        # `rabbitmqctl stop` returns while the Erlang VM is still shutting down (2.5 s
+        # measured here); a sluice run started then would share the cores with it.
+        local i
+        for i in $(seq 1 300); do kill -0 "$RABBIT_PID" 2>/dev/null || break; sleep 0.1; done
+        kill -9 "$RABBIT_PID" 2>/dev/null || true
         RABBIT_NODE=""
     fi
     rm -rf "$WORK/rabbit/mnesia-$RABBIT_STARTS"
