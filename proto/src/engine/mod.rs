@@ -652,8 +652,18 @@ impl Connection {
         if self.deframer.buffered() > 0 {
             self.last_rx = now;
         }
-        if let Err(e) = self.process_frames() {
+        // A link or session error ends only that link or session: the frames after it
+        // in this input are processed too, not left until the peer sends more bytes
+        // (they may be what the peer waits on an answer for). Each round consumed at
+        // least the frame that failed; the check on the buffered bytes keeps it so.
+        loop {
+            let before = self.deframer.buffered();
+            let Err(e) = self.process_frames() else { break };
+            let connection = matches!(e.to_amqp().0, Scope::Connection);
             self.fail(e);
+            if connection || self.deframer.buffered() >= before {
+                break;
+            }
         }
         if self.window_dirty {
             self.window_dirty = false;

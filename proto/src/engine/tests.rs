@@ -418,6 +418,39 @@ fn transfer_without_credit_detaches_the_link() {
 }
 
 #[test]
+fn frames_after_a_link_or_session_error_in_the_same_read_are_processed() {
+    // A link error (h0 has no credit left), then a transfer on h1 in the same read.
+    let mut s = raw_server(Config::server("s"));
+    attach_receiving_link(&mut s, 0, 1);
+    attach_receiving_link(&mut s, 1, 10);
+    collect_out(&mut s);
+    let mut input = raw(0, raw_transfer(0, Some(0), false), b"one");
+    input.extend(raw(0, raw_transfer(0, Some(1), false), b"two"));
+    input.extend(raw(0, raw_transfer(1, Some(2), false), b"three"));
+    s.handle_input(&input, 0);
+    let ev = drain(&mut s);
+    assert!(matches!(local_error(&ev), Some((Scope::Link(_), c)) if c == "amqp:link:transfer-limit-exceeded"));
+    let ids: Vec<u32> = deliveries(&ev).iter().map(|d| d.delivery_id).collect();
+    assert_eq!(ids, [0, 2]);
+    assert!(s.buffered_input().is_empty());
+
+    // A session error on channel 0, then an ATTACH on channel 1 in the same read.
+    let mut s = raw_server(Config::server("s"));
+    let begin = Begin { next_outgoing_id: 0, incoming_window: 100, outgoing_window: 100, ..Default::default() };
+    s.handle_input(&raw(1, Performative::Begin(begin), &[]), 0);
+    drain(&mut s);
+    collect_out(&mut s);
+    let mut input = raw(0, Performative::Detach(Detach { handle: 9, ..Default::default() }), &[]);
+    input.extend(raw(1, raw_attach(0, Role::Sender), &[]));
+    s.handle_input(&input, 0);
+    let ev = drain(&mut s);
+    assert_eq!(local_error(&ev), Some((Scope::Session(0), "amqp:session:unattached-handle".into())));
+    assert!(ev.iter().any(|e| matches!(e, Event::AttachRequested { .. })), "{ev:?}");
+    assert!(s.buffered_input().is_empty());
+    assert!(s.is_open());
+}
+
+#[test]
 fn first_transfer_needs_id_and_tag() {
     let (mut s, _) = raw_server_with_receiver(Config::server("s"), 10);
     s.handle_input(&raw(0, raw_transfer(0, None, false), b"x"), 0);
