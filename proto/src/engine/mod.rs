@@ -368,6 +368,9 @@ struct Session {
     by_remote_handle: numbers::NumberMap<LinkId>,
     /// Local handles in use.
     local_handles: Vec<Option<LinkId>>,
+    /// Every link of this session (a link's place is its `in_session`), so ending the
+    /// session frees its links without walking the connection's.
+    links: Vec<LinkId>,
     /// Our unsettled outgoing deliveries: delivery-id -> link.
     out_unsettled: unsettled::Unsettled,
     /// Unsettled incoming deliveries: delivery-id -> link.
@@ -415,6 +418,8 @@ impl Session {
 thread_local! {
     /// Delivery-ids checked while links are forgotten (tests of the cost of a detach).
     static FORGET_CHECKS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    /// Links visited while sessions are freed (tests of the cost of an END).
+    static SESSION_LINKS_FREED: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -472,6 +477,8 @@ struct Link {
     /// The delivery-ids this link put in its session's unsettled map (a superset), so
     /// a detach drops the link's entries without walking the session's.
     trail: Trail<u32>,
+    /// Its place in its session's `links` (set by `alloc_link`).
+    in_session: u32,
 }
 
 /// Read-only view of a link's flow state (for admin endpoints and tests).
@@ -1099,6 +1106,7 @@ impl Connection {
             next_delivery_id: 0,
             by_remote_handle: numbers::NumberMap::default(),
             local_handles: Vec::new(),
+            links: Vec::new(),
             out_unsettled: Default::default(),
             in_unsettled: Default::default(),
             blocked: VecDeque::new(),
@@ -1181,6 +1189,7 @@ impl Connection {
             partial: None,
             defer_detach: false,
             trail: Trail::default(),
+            in_session: u32::MAX,
         };
         let id = self.alloc_link(link);
         if let Some(s) = self.session_mut(ch) {
@@ -1190,19 +1199,23 @@ impl Connection {
         Ok(())
     }
 
-    fn alloc_link(&mut self, link: Link) -> LinkId {
+    fn alloc_link(&mut self, mut link: Link) -> LinkId {
         if self.events.is_empty() {
             self.free_links.extend(self.freed_links.drain(..));
         } else if self.freed_links.len() > FREED_LINKS_HELD {
             self.free_links.extend(self.freed_links.pop_front());
         }
+        let id = LinkId(self.free_links.last().copied().unwrap_or(self.links.len() as u32));
+        if let Some(s) = self.sessions.get_mut(link.channel as usize).and_then(Option::as_mut) {
+            link.in_session = s.links.len() as u32;
+            s.links.push(id);
+        }
         if let Some(i) = self.free_links.pop() {
             self.links[i as usize] = Some(link);
-            LinkId(i)
         } else {
             self.links.push(Some(link));
-            LinkId((self.links.len() - 1) as u32)
         }
+        id
     }
 
     fn remote_link(&self, ch: u16, handle: u32) -> Result<LinkId, ProtocolError> {
@@ -1698,6 +1711,7 @@ impl Connection {
             partial: None,
             defer_detach: false,
             trail: Trail::default(),
+            in_session: u32::MAX,
         };
         let id = self.alloc_link(link);
         if let Some(s) = self.session_mut(ch) {
@@ -1860,16 +1874,22 @@ impl Connection {
             }
             s.forget_link(id, l.role, l.trail.take());
             s.drop_blocked(l.local_handle);
+            let at = l.in_session as usize;
+            if s.links.get(at) == Some(&id) {
+                s.links.swap_remove(at);
+                if let Some(&moved) = s.links.get(at) {
+                    if let Some(m) = self.links.get_mut(moved.0 as usize).and_then(Option::as_mut) {
+                        m.in_session = at as u32;
+                    }
+                }
+            }
         }
     }
 
     fn free_session(&mut self, ch: u16) {
-        let ids: Vec<LinkId> = self
-            .links
-            .iter()
-            .enumerate()
-            .filter_map(|(i, l)| l.as_ref().filter(|l| l.channel == ch).map(|_| LinkId(i as u32)))
-            .collect();
+        let ids = self.session_mut(ch).map(|s| std::mem::take(&mut s.links)).unwrap_or_default();
+        #[cfg(test)]
+        SESSION_LINKS_FREED.with(|c| c.set(c.get() + ids.len() as u64));
         for id in ids {
             self.free_link(id);
         }

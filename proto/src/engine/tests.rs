@@ -1716,3 +1716,56 @@ fn a_link_freed_in_a_read_is_not_reused_in_it() {
     let again = attach_requested(&drain(&mut s));
     assert!(again == asked[0] || again == asked[1], "{again:?} is a new slot");
 }
+
+/// Ending a session frees its own links only: 300 links on session 0 stay, and fifty
+/// sessions of two links each cost at most 200 link visits in all (both sides), whatever session 0 holds
+/// (before, every END walked every link slot of the connection). Links detached from
+/// the middle of a session leave the rest of it to be freed once each.
+#[test]
+fn an_end_frees_the_sessions_own_links_without_walking_the_others() {
+    let mut p = Pair::open();
+    let (ch0, first, _) = p.link(Role::Receiver, "kept-0");
+    let kept: Vec<(LinkId, LinkId)> = (1..300).map(|i| p.link_on(ch0, Role::Receiver, &format!("kept-{i}"))).collect();
+    SESSION_LINKS_FREED.with(|c| c.set(0));
+    for round in 0..50 {
+        let ch = p.client.begin().unwrap();
+        p.pump();
+        drain(&mut p.server);
+        drain(&mut p.client);
+        let (_, s1) = p.link_on(ch, Role::Sender, &format!("gone-{round}-a"));
+        let (_, s2) = p.link_on(ch, Role::Sender, &format!("gone-{round}-b"));
+        p.client.end_session(ch, None);
+        p.pump();
+        let ev = drain(&mut p.server);
+        for s in [s1, s2] {
+            assert!(ev.iter().any(|e| matches!(e, Event::Detached { link, .. } if *link == s)), "{ev:?}");
+            assert!(p.server.link_info(s).is_none());
+        }
+        drain(&mut p.client);
+    }
+    // At most each END's own two links, on either side (the links its DETACHes freed
+    // first are not visited again); before, every END visited all 300-odd slots.
+    let visited = SESSION_LINKS_FREED.with(|c| c.get());
+    assert!(visited <= 200, "{visited} link slots visited by 100 ENDs");
+    assert!(kept.iter().all(|(_, s)| p.server.link_info(*s).is_some()));
+
+    // Detach every third link of session 0, then end it: the others are freed once each.
+    for (c, _) in kept.iter().step_by(3) {
+        p.client.detach(*c, None);
+    }
+    p.pump();
+    drain(&mut p.server);
+    drain(&mut p.client);
+    let left = 1 + kept.len() - kept.iter().step_by(3).count();
+    SESSION_LINKS_FREED.with(|c| c.set(0));
+    p.client.end_session(ch0, None);
+    p.pump();
+    let ev = drain(&mut p.server);
+    let detached = ev.iter().filter(|e| matches!(e, Event::Detached { .. })).count();
+    assert_eq!(detached, left);
+    let visited = SESSION_LINKS_FREED.with(|c| c.get());
+    assert!(visited <= 2 * left as u64, "{visited} link slots visited for {left} links");
+    assert!(kept.iter().all(|(_, s)| p.server.link_info(*s).is_none()));
+    assert!(p.client.link_info(first).is_none());
+    assert!(p.server.is_open() && p.client.is_open());
+}
