@@ -623,7 +623,7 @@ async fn shard_main(
     };
     home.restore(recovered);
     home.events_dir = Some((id, global.events_dir.clone()));
-    let health = crate::store::Health { healthy: global.store_ok[id as usize].clone() };
+    let health = crate::store::Health::new(global.store_ok[id as usize].clone());
     let tls = global.tls.clone().filter(|_| global.settings.tls_port != 0).map(futures_rustls::TlsAcceptor::from);
     let shard = Rc::new(Shard {
         id,

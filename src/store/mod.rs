@@ -257,6 +257,9 @@ pub struct Journal {
     rolling: bool,
     waker: Option<Waker>,
     healthy: bool,
+    /// A commit taken by [`Journal::take`] is being written and synced (until
+    /// [`Journal::recycle`]): shutdown waits for it, as for work not yet taken.
+    committing: bool,
     /// Segments given up by messages re-appended since the last commit was taken
     /// ([`Journal::moved_from`]): released only when the commit that carries the new
     /// records is on disk, never before (a segment deleted while the copies of its
@@ -294,6 +297,7 @@ impl Journal {
             rolling: false,
             waker: None,
             healthy: true,
+            committing: false,
             moved: Vec::new(),
             held_moved: Vec::new(),
             suspect: Vec::new(),
@@ -679,7 +683,7 @@ impl Journal {
 
     /// True while records or acks wait for a commit.
     pub fn busy(&self) -> bool {
-        self.has_work()
+        self.committing || self.has_work()
     }
 
     fn has_work(&self) -> bool {
@@ -703,12 +707,14 @@ impl Journal {
         self.batches.push_back((self.active, buf, 0));
         out.retain(|b| !b.1.is_empty() || b.0 == self.active);
         let acks = std::mem::replace(&mut self.acks, std::mem::take(&mut self.spare_acks));
+        self.committing = true;
         (out, acks, std::mem::take(&mut self.moved))
     }
 
     /// Keep the buffers of a finished commit for the next ones: at most two batch
     /// buffers of at most [`SPARE_MAX`] bytes, so a burst's memory is not held.
     fn recycle(&mut self, batches: Vec<Batch>, mut acks: Vec<ShardMsg>) {
+        self.committing = false;
         for (_, mut data, _) in batches {
             if self.spare_data.len() < 2 && data.capacity() <= SPARE_MAX {
                 data.clear();
@@ -967,13 +973,26 @@ impl Writer {
 /// while its home's store cannot write).
 #[derive(Debug, Clone)]
 pub struct Health {
-    /// False after a failed write or sync, until one succeeds.
+    /// False while any of the shard's logs is failing: from a failed write or sync
+    /// until that log's next commit succeeds.
     pub healthy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// The shard's logs now failing, one bit each ([`LogKind`] as the bit); both
+    /// commit loops run on the shard's thread. Before, one log's success set the
+    /// shard healthy while the other was still failing.
+    failing: std::rc::Rc<std::cell::Cell<u8>>,
 }
 
 impl Health {
-    fn set(&self, ok: bool) {
-        self.healthy.store(ok, std::sync::atomic::Ordering::Relaxed);
+    /// The health of one shard, shared by its logs.
+    pub fn new(healthy: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Health {
+        Health { healthy, failing: std::rc::Rc::default() }
+    }
+
+    fn set(&self, kind: LogKind, ok: bool) {
+        let bit = kind as u8;
+        let failing = if ok { self.failing.get() & !bit } else { self.failing.get() | bit };
+        self.failing.set(failing);
+        self.healthy.store(failing == 0, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -1033,7 +1052,7 @@ pub async fn commit_loop(
                     let b = FSYNC_BUCKETS.iter().position(|b| took.as_secs_f64() <= *b).unwrap_or(FSYNC_BUCKETS.len());
                     s.fsync_buckets[b] += 1;
                 }
-                health.set(true);
+                health.set(writer.kind, true);
                 release(&mut acks);
                 journal.borrow_mut().committed(&mut moved);
                 let gone = journal.borrow_mut().reclaimable(writer.seg);
@@ -1052,7 +1071,7 @@ pub async fn commit_loop(
                     j.stats.errors += 1;
                     j.commit_failed(&mut moved, &batches);
                 }
-                health.set(false);
+                health.set(writer.kind, false);
                 // Whatever reached the file after the last good commit is cut off and
                 // the log continues in a fresh segment, so a torn region never ends
                 // up in the middle of the log. Then the publishers hear: a rejected
@@ -1163,6 +1182,38 @@ mod tests {
         assert_eq!(j.active, 2, "no roll per record");
         let in_seg2: u64 = j.batches.iter().filter(|b| b.0 == 2).map(|b| b.2).sum();
         assert_eq!(in_seg2, 300_000 + 10_000);
+    }
+
+    /// A commit being written and synced keeps the journal busy, so shutdown waits for
+    /// it (before, `busy` looked only at work not yet taken, and a clean shutdown could
+    /// end the shard in the middle of the last commit's fdatasync).
+    #[test]
+    fn a_commit_in_flight_keeps_the_journal_busy() {
+        let mut j = Journal::enabled(LogKind::Events, 1, BTreeMap::new());
+        assert!(!j.busy());
+        j.push(rtype::SEQ_MARK, &[b"one"], false);
+        assert!(j.busy());
+        let (batches, acks, _) = j.take();
+        assert!(j.busy(), "taken, not yet written");
+        j.recycle(batches, acks);
+        assert!(!j.busy());
+    }
+
+    /// The shard is healthy only while both its logs are: a commit of one log does not
+    /// clear the other's failure.
+    #[test]
+    fn one_log_succeeding_does_not_hide_the_others_failure() {
+        let h = Health::new(std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)));
+        let healthy = || h.healthy.load(std::sync::atomic::Ordering::Relaxed);
+        h.set(LogKind::Queues, false);
+        assert!(!healthy());
+        h.set(LogKind::Events, true);
+        assert!(!healthy(), "the events log's commit hid the queues log's failure");
+        h.set(LogKind::Events, false);
+        h.set(LogKind::Queues, true);
+        assert!(!healthy());
+        h.set(LogKind::Events, true);
+        assert!(healthy());
     }
 
     fn queue_key() -> ChannelKey {
