@@ -1058,11 +1058,20 @@ impl Connection {
         let local = match begin.remote_channel {
             Some(local) => {
                 // The peer's answer to our BEGIN.
-                let ok = matches!(self.session(local), Some(s) if s.state == SessionState::BeginSent);
-                if !ok {
-                    return Err(ProtocolError::IllegalState("begin answers no pending begin"));
+                match self.session(local).map(|s| (s.state, s.remote_channel)) {
+                    Some((SessionState::BeginSent, _)) => local,
+                    Some((SessionState::EndSent, None)) => {
+                        // We ended the session before its answer came: map the peer's
+                        // channel so that its END, which follows, finds the session.
+                        self.remote_channels.insert(channel as u32, local);
+                        if let Some(s) = self.session_mut(local) {
+                            s.remote_channel = Some(channel);
+                            s.next_incoming_id = begin.next_outgoing_id;
+                        }
+                        return Ok(());
+                    }
+                    _ => return Err(ProtocolError::IllegalState("begin answers no pending begin")),
                 }
-                local
             }
             None => {
                 let local = self.alloc_channel().ok_or(ProtocolError::BadChannel("no free channel"))?;
@@ -1114,14 +1123,17 @@ impl Connection {
     }
 
     fn alloc_channel(&mut self) -> Option<u16> {
-        if let Some(i) = self.sessions.iter().position(Option::is_none) {
-            return Some(i as u16);
-        }
-        if self.sessions.len() > self.channel_max as usize + self.config.limit_grace as usize {
+        let free = self.sessions.iter().position(Option::is_none).unwrap_or(self.sessions.len());
+        // Our channel numbers stay within the peer's channel-max (2.7.1); the grace over
+        // the negotiated one is for taking a peer's pipelined BEGINs, not for our own.
+        let peer_max = self.remote_open.as_ref().and_then(|o| o.channel_max).unwrap_or(u16::MAX);
+        if free > peer_max as usize || free > self.channel_max as usize + self.config.limit_grace as usize {
             return None;
         }
-        self.sessions.push(None);
-        Some((self.sessions.len() - 1) as u16)
+        if free == self.sessions.len() {
+            self.sessions.push(None);
+        }
+        Some(free as u16)
     }
 
     fn on_attach(&mut self, ch: u16, a: Attach) -> Result<(), ProtocolError> {
@@ -1674,7 +1686,10 @@ impl Connection {
             None => return,
         };
         for id in ids {
-            if matches!(self.link(id), Some(l) if l.state != LinkState::DetachSent) {
+            // A link we detached, or whose DETACH was reported and its answer held
+            // (`defer_detach_reply`), had its Detached event already.
+            if matches!(self.link(id), Some(l) if !matches!(l.state, LinkState::DetachSent | LinkState::DetachReceived { .. }))
+            {
                 self.events.push_back(Event::Detached { link: id, closed: false, error: None, local });
             }
             self.free_link(id);

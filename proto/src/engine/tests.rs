@@ -1769,3 +1769,63 @@ fn an_end_frees_the_sessions_own_links_without_walking_the_others() {
     assert!(p.client.link_info(first).is_none());
     assert!(p.server.is_open() && p.client.is_open());
 }
+
+/// A link whose DETACH was reported and its answer held is reported once, though its
+/// session then ends (before, the END reported it a second time).
+#[test]
+fn a_held_detach_is_reported_once_when_its_session_ends() {
+    for local_end in [false, true] {
+        let mut s = raw_server(Config::server("s"));
+        let link = attach_receiving_link(&mut s, 0, 10);
+        s.defer_detach_reply(link);
+        collect_out(&mut s);
+        s.handle_input(&raw(0, Performative::Detach(Detach { handle: 0, closed: Some(true), error: None }), &[]), 0);
+        if local_end {
+            s.end_session(0, None);
+        } else {
+            s.handle_input(&raw(0, Performative::End(End { error: None }), &[]), 0);
+        }
+        let ev = drain(&mut s);
+        let reported = ev.iter().filter(|e| matches!(e, Event::Detached { link: l, .. } if *l == link)).count();
+        assert_eq!(reported, 1, "{ev:?}");
+        assert!(ev.iter().any(|e| matches!(e, Event::SessionEnded { .. })));
+        assert!(s.is_open());
+    }
+}
+
+/// Our own sessions stay within the peer's channel-max: against a peer allowing
+/// channel 0 only, a second begin() is refused (before, it took channel 1, within the
+/// grace meant for the peer's pipelined BEGINs).
+#[test]
+fn begin_stays_within_the_peers_channel_max() {
+    let mut server = Config::server("server");
+    server.channel_max = 0;
+    let mut p = Pair::new(Config::client("client"), server);
+    assert_eq!(p.client.begin(), Ok(0));
+    assert_eq!(p.client.begin(), Err(UsageError::Exhausted));
+    p.pump();
+    assert_eq!(local_error(&drain(&mut p.server)), None);
+    assert_eq!(local_error(&drain(&mut p.client)), None);
+    // Ended, its channel is free again.
+    p.client.end_session(0, None);
+    p.pump();
+    assert_eq!(p.client.begin(), Ok(0));
+}
+
+/// A session ended before the peer answered its BEGIN: the answer and the peer's END
+/// close it quietly, and its channel is free again (before, the answer closed the
+/// connection with amqp:illegal-state).
+#[test]
+fn a_session_ended_before_its_begin_is_answered_ends_quietly() {
+    let mut p = Pair::open();
+    let ch = p.client.begin().unwrap();
+    p.client.end_session(ch, None);
+    p.pump();
+    let client = drain(&mut p.client);
+    assert_eq!(local_error(&client), None, "{client:?}");
+    assert_eq!(local_error(&drain(&mut p.server)), None);
+    assert!(p.client.is_open() && p.server.is_open());
+    assert_eq!(p.client.begin(), Ok(ch));
+    p.pump();
+    assert!(drain(&mut p.client).iter().any(|e| matches!(e, Event::SessionBegun { channel, .. } if *channel == ch)));
+}
