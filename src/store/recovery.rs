@@ -292,12 +292,25 @@ enum After {
 /// offset for `store repair`, instead of scanning without end.
 fn after_damage(buf: &[u8], offset: usize) -> After {
     let mut budget = VERIFY_BUDGET;
+    let data_end = data_end(buf);
     let mut p = offset + 1;
     while let Some(i) = buf.get(p..).and_then(|s| s.iter().position(|b| *b == RECORD_MARK)) {
         let at = p + i;
-        if ends_at_a_boundary(buf, at) {
+        if ends_at_a_boundary(buf, at, data_end) {
             if let Some(n) = record_at_within(buf, at, &mut budget) {
-                return if records_to_end(buf, at + n) { After::Records(at) } else { After::Nothing };
+                match chain_break(buf, at + n, data_end) {
+                    None => return After::Records(at),
+                    // Records that stop short of the end (one inside a payload, or
+                    // the rest of a torn write): the search goes on from where they
+                    // stop, so valid records further on are still found. Before, the
+                    // first such run ended the search with "nothing valid", and a
+                    // record-shaped payload after damage could pass acknowledged
+                    // commits off as a torn tail. Each run is walked once.
+                    Some(stop) => {
+                        p = stop.max(at + 1);
+                        continue;
+                    }
+                }
             }
             if budget == 0 {
                 return After::Unknown;
@@ -337,7 +350,8 @@ fn rest_of_last_commit(buf: &[u8], mut at: usize, offset: usize) -> bool {
         return false;
     }
     let mut start = None;
-    while let Some(n) = (!data_ends_at(buf, at)).then(|| record_at(buf, at)).flatten() {
+    let data_end = data_end(buf);
+    while let Some(n) = (at < data_end).then(|| record_at(buf, at)).flatten() {
         if start.is_some() {
             return false;
         }
@@ -369,27 +383,37 @@ fn commit_start(body: &[u8]) -> Option<u64> {
 /// record could start: only such a one can begin valid records to the end, so only it
 /// is worth its checksum. Random bytes (a torn compressed payload) pass about one time
 /// in 256, so a long torn tail no longer spends the budget and passes for corruption.
-fn ends_at_a_boundary(buf: &[u8], at: usize) -> bool {
+/// `data_end` is [`data_end`] of `buf` (found once: a zero run checked per candidate
+/// cost its length each time, so a crafted tail of candidates ending before a long run
+/// of zeros took time quadratic in the segment's size).
+fn ends_at_a_boundary(buf: &[u8], at: usize, data_end: usize) -> bool {
     let Some(h) = buf.get(at..at + RECORD_HEAD) else { return false };
     let len = super::record_body_len(h);
     let end = at + RECORD_HEAD + len;
-    len <= MAX_RECORD && end <= buf.len() && (end == buf.len() || buf[end] == RECORD_MARK || data_ends_at(buf, end))
+    len <= MAX_RECORD && end <= buf.len() && (end >= data_end || buf[end] == RECORD_MARK)
 }
 
 /// Checksummed bytes [`after_damage`] may spend on candidates.
 const VERIFY_BUDGET: usize = 256 << 20;
 
-/// Valid records from `at` to the end of the data.
-fn records_to_end(buf: &[u8], mut at: usize) -> bool {
+/// Where valid records from `at` stop short of the end of the data (`data_end`, see
+/// [`data_end`]), or None when they run to it.
+fn chain_break(buf: &[u8], mut at: usize, data_end: usize) -> Option<usize> {
     loop {
-        if data_ends_at(buf, at) {
-            return true;
+        if at >= data_end {
+            return None;
         }
         match record_at(buf, at) {
             Some(n) => at += n,
-            None => return false,
+            None => return Some(at),
         }
     }
+}
+
+/// Where a segment's data ends: past its last byte that is not zero (what follows was
+/// allocated, never written).
+fn data_end(buf: &[u8]) -> usize {
+    buf.iter().rposition(|b| *b != 0).map_or(0, |i| i + 1)
 }
 
 /// The data of a segment ends at `at`: the end of the file, or only zeros after it
@@ -572,6 +596,15 @@ mod torn_tests {
     /// ended by a commit record when `version` has them; the offset of every
     /// message's record.
     fn segment(version: u16, commits: &[&[u64]]) -> (Vec<u8>, BTreeMap<u64, usize>) {
+        segment_with(version, commits, |_| b"body".to_vec())
+    }
+
+    /// [`segment`] with each message's body given by `body`.
+    fn segment_with(
+        version: u16,
+        commits: &[&[u64]],
+        body: impl Fn(u64) -> Vec<u8>,
+    ) -> (Vec<u8>, BTreeMap<u64, usize>) {
         let mut buf = crate::store::header(LogKind::Queues, 0).to_vec();
         buf[8..10].copy_from_slice(&version.to_be_bytes());
         let mut at = BTreeMap::new();
@@ -583,7 +616,14 @@ mod torn_tests {
                 frame_record(
                     &mut buf,
                     rtype::QUEUE_PUBLISH,
-                    &[&[1], &(name.len() as u16).to_be_bytes(), name, &id.to_be_bytes(), &7u64.to_be_bytes(), b"body"],
+                    &[
+                        &[1],
+                        &(name.len() as u16).to_be_bytes(),
+                        name,
+                        &id.to_be_bytes(),
+                        &7u64.to_be_bytes(),
+                        &body(*id),
+                    ],
                 );
             }
             if version >= 2 {
@@ -807,5 +847,54 @@ mod torn_tests {
             frame_record(&mut buf, 9, &[&vec![0x44u8; 2 << 20]]);
         }
         assert_eq!(after_damage(&buf, at), After::Unknown);
+    }
+
+    /// A message whose payload holds a well-framed record followed by a byte that
+    /// starts no record, damage just before it (its record's checksum), and two
+    /// acknowledged commits after: corruption, the file untouched. Before, the search
+    /// stopped at the record in the payload, found nothing valid after it and cut the
+    /// segment at the damage, acknowledged commits and all, as a torn tail.
+    #[test]
+    fn a_record_shaped_payload_after_damage_does_not_hide_later_commits() {
+        let (mut buf, at) = segment_with(2, &[&[1], &[2], &[3]], |id| {
+            if id != 2 {
+                return b"body".to_vec();
+            }
+            let mut body = b"x".to_vec();
+            frame_record(&mut body, 9, &[b"a record inside a payload"]);
+            body.extend_from_slice(&[RECORD_MARK, b'y']);
+            body
+        });
+        buf[at[&2] + 7] ^= 0xFF; // message 2's record checksum
+        let (r, left) = recover_one("payload-record", &buf);
+        assert!(
+            matches!(r, Err(RecoveryError::Corrupt { offset, .. }) if offset == at[&2] as u64),
+            "{:?}",
+            r.map(|r| ids(&r))
+        );
+        assert_eq!(left, buf, "start-up changes nothing it refuses");
+    }
+
+    /// A million record-shaped candidates whose claimed bodies all end where 16 MiB
+    /// of zeros start, with a byte after the zeros: each is looked at once. Before,
+    /// each candidate's boundary check read the whole zero run (about 1.6e13 byte
+    /// reads here: start-up, `store verify` and `store repair` never finished).
+    #[test]
+    fn candidates_ending_before_a_long_zero_run_cost_one_look_each() {
+        let mut buf = records(1);
+        let damage = buf.len();
+        let candidates = 1usize << 20;
+        let zeros_at = damage + 1 + candidates * RECORD_HEAD;
+        buf.push(0x11); // the damage
+        for i in 0..candidates {
+            let at = damage + 1 + i * RECORD_HEAD;
+            let len = (zeros_at - at - RECORD_HEAD) as u32;
+            buf.extend_from_slice(&[RECORD_MARK, 9]);
+            buf.extend_from_slice(&len.to_be_bytes());
+            buf.extend_from_slice(&[0x11, 0x11, 0x11, 0x11]);
+        }
+        buf.resize(zeros_at + (16 << 20), 0);
+        buf.push(0x11);
+        assert_eq!(after_damage(&buf, damage), After::Nothing);
     }
 }
