@@ -529,8 +529,12 @@ fn apply(rt: u8, body: &[u8], seg: u64, r: &mut RecoveredShard) -> Result<(), &'
             let key = b.key()?;
             let id = b.u64()?;
             let count = b.u32()?;
+            // The latest record holds the count: one lower than the one before is a
+            // delivery that never reached its consumer, taken back (`uncount`). Before,
+            // the highest count seen won, so after a restart that delivery counted
+            // again, towards the dead-letter limit.
             if let Some(m) = r.queues.get_mut(&key).and_then(|q| q.get_mut(&id)) {
-                m.receive_count = m.receive_count.max(count);
+                m.receive_count = count;
             }
         }
         rtype::STORE_PUBLISH => {
@@ -896,5 +900,23 @@ mod torn_tests {
         buf.resize(zeros_at + (16 << 20), 0);
         buf.push(0x11);
         assert_eq!(after_damage(&buf, damage), After::Nothing);
+    }
+
+    /// A delivery taken back (the message never reached its consumer: its count went
+    /// from 2 back to 1) keeps the lower count after a restart.
+    #[test]
+    fn a_receive_count_taken_back_stays_taken_back_after_a_restart() {
+        let (mut buf, _) = segment(2, &[&[1]]);
+        let name = b"torn";
+        for count in [1u32, 2, 1] {
+            frame_record(
+                &mut buf,
+                rtype::QUEUE_DELIVERED,
+                &[&[1], &(name.len() as u16).to_be_bytes(), name, &1u64.to_be_bytes(), &count.to_be_bytes()],
+            );
+        }
+        let r = recover_one("uncounted", &buf).0.unwrap();
+        let counts: Vec<u32> = r.queues.values().flat_map(|m| m.values().map(|m| m.receive_count)).collect();
+        assert_eq!(counts, vec![1]);
     }
 }
