@@ -2261,8 +2261,7 @@ impl StoreChan {
         if let (Some(id), Some(old), None) = (&spec.durable, &spec.legacy_durable, &spec.group) {
             if !self.cursors.contains_key(id) && !self.live.contains(old) {
                 if let Some(c) = self.cursors.remove(old) {
-                    self.journal.borrow_mut().forget_cursor(&self.key, old);
-                    // Logged under the new identity by `set_cursor` below.
+                    self.journal.borrow_mut().move_cursor(&self.key, old, id, c.next);
                     self.cursors.insert(id.clone(), c);
                 }
             }

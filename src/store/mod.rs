@@ -506,6 +506,19 @@ impl Journal {
         }
     }
 
+    /// A cursor taken over under a new identity: the new identity's record is written
+    /// before the old one's tombstone, so a crash that keeps part of the commit leaves
+    /// one of them, never neither. (Before, the tombstone went first and the new
+    /// record only when the commit was taken.)
+    pub fn move_cursor(&mut self, key: &ChannelKey, old: &str, new: &str, next: u64) {
+        if !self.enabled {
+            return;
+        }
+        self.cursors.insert((key.clone(), new.to_owned()), next);
+        self.write_cursor(key, new, next);
+        self.forget_cursor(key, old);
+    }
+
     fn write_cursor(&mut self, key: &ChannelKey, id: &str, next: u64) {
         // Identities are built from bounded parts (`address::NAME_MAX`, `durable_identity`); one
         // that did not fit its 16-bit length would make the log unreadable.
@@ -1214,6 +1227,30 @@ mod tests {
         assert!(!healthy());
         h.set(LogKind::Events, true);
         assert!(healthy());
+    }
+
+    /// A moved cursor's record under the new identity comes before the old one's
+    /// tombstone in the log.
+    #[test]
+    fn a_moved_cursor_is_written_before_the_old_one_is_deleted() {
+        let mut j = Journal::enabled(LogKind::Events, 1, BTreeMap::new());
+        let key = ChannelKey::new(Pattern::EventsStore, "es");
+        j.cursor(&key, "old-id", 5);
+        let (batches, acks, _) = j.take();
+        j.recycle(batches, acks);
+        j.move_cursor(&key, "old-id", "new-id", 5);
+        let (batches, acks, _) = j.take();
+        let data: Vec<u8> = batches.iter().flat_map(|b| b.1.iter().copied()).collect();
+        j.recycle(batches, acks);
+        let find = |needle: &[u8]| data.windows(needle.len()).position(|w| w == needle);
+        let new_at = find(b"new-id").expect("the new identity's record");
+        let old_at = find(b"old-id").expect("the old identity's tombstone");
+        assert!(new_at < old_at, "new record at {new_at}, tombstone at {old_at}");
+        // Nothing is written twice when the subscription then sets the same cursor.
+        j.cursor(&key, "new-id", 5);
+        let (batches, acks, _) = j.take();
+        assert!(batches.iter().all(|b| b.1.is_empty()));
+        j.recycle(batches, acks);
     }
 
     fn queue_key() -> ChannelKey {
