@@ -1513,6 +1513,24 @@ fn a_delivery_waiting_for_the_session_window_keeps_its_ack_deadline() {
     }
 }
 
+/// A queue consumer that takes its credit back while deliveries wait for its shut
+/// session window gives them back: another consumer gets all three. Before, they
+/// stayed with the first consumer until its window and credit came back or its link
+/// went.
+#[test]
+fn deliveries_waiting_for_a_shut_window_go_back_when_the_credit_is_taken_back() {
+    let b = Broker::start(&[]);
+    let (_prod, mut c, _bch, _q) = three_held_by_a_shut_window(&b, "held-credit");
+    c.send(&link_flow(0, 0, 0, 0, false));
+    let mut other = Peer::handshake(&b, "held-credit-other");
+    let och = other.begin(0);
+    other.attach(0, 0, "r2", Role::Receiver, Some("queues/held-credit"), SenderSettleMode::Unsettled);
+    other.send(&link_flow(0, 2048, 0, 10, false));
+    let transfers =
+        |g: &[In]| g.iter().filter(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == och)).count();
+    assert!(other.wait(WAIT, |g| transfers(g) >= 3), "the three given back: {}", other.summary());
+}
+
 #[test]
 fn a_drain_waits_for_deliveries_held_by_the_session_window() {
     let b = Broker::start(&[]);
@@ -1557,6 +1575,45 @@ fn queue_producer(b: &Broker, container: &str, address: &str, n: u32) -> Peer {
         prod.publish_accepted(0, 0, i, &message(&i.to_be_bytes(), None));
     }
     prod
+}
+
+/// A consumer whose source sets default-outcome released settles a delivery with no
+/// state: the message goes back to the queue for another consumer (AMQP 3.5.3). Before,
+/// the broker echoed the default-outcome, took the settlement as accepted and deleted
+/// the message.
+#[test]
+fn a_settlement_without_state_takes_the_links_default_outcome() {
+    let b = Broker::start(&[]);
+    let address = "queues/default-outcome";
+    let _prod = queue_producer(&b, "default-outcome-producer", address, 1);
+    let mut c = Peer::handshake(&b, "default-outcome-consumer");
+    let bch = c.begin(0);
+    let attach = Attach {
+        name: "r".into(),
+        handle: 0,
+        role: Role::Receiver,
+        snd_settle_mode: Some(SenderSettleMode::Unsettled),
+        source: Some(Source {
+            address: Some(address.into()),
+            default_outcome: Some(DeliveryState::Released),
+            ..Default::default()
+        }),
+        target: Some(AttachTarget::Target(Target::default())),
+        ..Default::default()
+    };
+    c.send(&frame(0, Performative::Attach(Box::new(attach)), &[]));
+    c.send(&link_flow(0, 2048, 0, 1, false));
+    let transfer = |g: &[In]| g.iter().any(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == bch));
+    assert!(c.wait(WAIT, transfer), "no delivery: {}", c.summary());
+    let settle =
+        Disposition { role: Role::Receiver, first: 0, last: None, settled: Some(true), state: None, batchable: None };
+    c.send(&frame(0, Performative::Disposition(settle), &[]));
+    let mut other = Peer::handshake(&b, "default-outcome-other");
+    let och = other.begin(0);
+    other.attach(0, 0, "r2", Role::Receiver, Some(address), SenderSettleMode::Unsettled);
+    other.send(&link_flow(0, 2048, 0, 5, false));
+    let again = |g: &[In]| g.iter().any(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == och));
+    assert!(other.wait(WAIT, again), "released by default, the message comes again: {}", other.summary());
 }
 
 /// A FLOW on link 0 of channel 0: `credit` after `delivery_count`, `drain`, with the

@@ -1,7 +1,7 @@
 //! What the broker reads from and rewrites in a message. Sections it does not
 //! touch are copied as they came.
 
-use super::selector::{SelectorSource, SelectorValue};
+use super::selector::{SelectorSource, SelectorValue, TooLong};
 use bytes::{Bytes, BytesMut};
 use sluice_proto::codec::{Encode, Value};
 use sluice_proto::types::messaging::BodyKind;
@@ -259,6 +259,13 @@ fn to_selector_value(v: &Value) -> Option<SelectorValue> {
     })
 }
 
+/// A header string as selectors see it: missing when longer than
+/// [`SELECTOR_MAX_STRING`], as application properties are (before 2026-12-06 header
+/// strings of any length were copied for each evaluation).
+fn capped(s: &str) -> Option<SelectorValue> {
+    (s.len() <= SELECTOR_MAX_STRING).then(|| SelectorValue::Str(s.to_owned()))
+}
+
 /// RFC 4122 text of 16 bytes.
 pub fn uuid_string(b: &[u8; 16]) -> String {
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
@@ -272,19 +279,54 @@ impl SelectorSource for SelectorView {
         match identifier {
             "JMSMessageID" => p?.message_id.as_ref().and_then(to_selector_value),
             "JMSCorrelationID" => p?.correlation_id.as_ref().and_then(to_selector_value),
-            "JMSType" => p?.subject.clone().map(SelectorValue::Str),
-            "JMSDestination" => p?.to.clone().map(SelectorValue::Str),
-            "JMSReplyTo" => p?.reply_to.clone().map(SelectorValue::Str),
+            "JMSType" => p?.subject.as_deref().and_then(capped),
+            "JMSDestination" => p?.to.as_deref().and_then(capped),
+            "JMSReplyTo" => p?.reply_to.as_deref().and_then(capped),
             "JMSTimestamp" => p?.creation_time.map(|t| SelectorValue::Int(t.0)),
             "JMSExpiration" => p?.absolute_expiry_time.map(|t| SelectorValue::Int(t.0)),
             "JMSPriority" => Some(SelectorValue::Int(h.and_then(|h| h.priority).unwrap_or(4) as i64)),
             "JMSDeliveryMode" => Some(SelectorValue::Str(
                 if h.and_then(|h| h.durable).unwrap_or(false) { "PERSISTENT" } else { "NON_PERSISTENT" }.into(),
             )),
-            "JMSXGroupID" => p?.group_id.clone().map(SelectorValue::Str),
+            "JMSXGroupID" => p?.group_id.as_deref().and_then(capped),
             "JMSXGroupSeq" => p?.group_sequence.map(|s| SelectorValue::Int(s as i64)),
-            "JMSXUserID" => p?.user_id.as_ref().map(|u| SelectorValue::Str(String::from_utf8_lossy(u).into_owned())),
+            "JMSXUserID" => p?
+                .user_id
+                .as_ref()
+                .filter(|u| u.len() <= SELECTOR_MAX_STRING)
+                .map(|u| SelectorValue::Str(String::from_utf8_lossy(u).into_owned())),
             name => self.app_value(name).and_then(to_selector_value),
+        }
+    }
+
+    fn get_within(&self, identifier: &str, max: usize) -> Result<Option<SelectorValue>, TooLong> {
+        if self.str_len(identifier).is_some_and(|n| n > max) {
+            return Err(TooLong);
+        }
+        Ok(self.get(identifier))
+    }
+}
+
+impl SelectorView {
+    /// The length of the string `get(identifier)` gives, found without copying it
+    /// (None for a value that is not a string, or none).
+    fn str_len(&self, identifier: &str) -> Option<usize> {
+        let p = self.props.as_ref();
+        let value_len = |v: &Value| match v {
+            Value::String(s) => Some(s.len()),
+            Value::Symbol(s) => Some(s.as_str().len()),
+            _ => None,
+        };
+        match identifier {
+            "JMSMessageID" => p?.message_id.as_ref().and_then(value_len),
+            "JMSCorrelationID" => p?.correlation_id.as_ref().and_then(value_len),
+            "JMSType" => p?.subject.as_ref().map(String::len),
+            "JMSDestination" => p?.to.as_ref().map(String::len),
+            "JMSReplyTo" => p?.reply_to.as_ref().map(String::len),
+            "JMSXGroupID" => p?.group_id.as_ref().map(String::len),
+            "JMSXUserID" => p?.user_id.as_ref().map(|u| u.len()),
+            "JMSTimestamp" | "JMSExpiration" | "JMSPriority" | "JMSDeliveryMode" | "JMSXGroupSeq" => None,
+            name => self.app_value(name).and_then(value_len),
         }
     }
 }
@@ -292,7 +334,7 @@ impl SelectorSource for SelectorView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::broker::selector::{SelectorSource, SelectorValue};
+    use crate::broker::selector::{SelectorSource, SelectorValue, TooLong};
     use sluice_proto::codec::Encode;
     use sluice_proto::types::{Body, Message};
 
@@ -358,6 +400,52 @@ mod tests {
         assert_eq!(v.get("big"), None);
         assert!(matches!(v.get("edge"), Some(SelectorValue::Str(s)) if s.len() == SELECTOR_MAX_STRING));
         assert_eq!(v.get("small"), Some(SelectorValue::Str("red".into())));
+        // The JMS header strings too.
+        let long = "z".repeat(SELECTOR_MAX_STRING + 1);
+        let m = Message {
+            properties: Some(sluice_proto::types::Properties {
+                subject: Some(long.clone()),
+                to: Some(long.clone()),
+                reply_to: Some(long.clone()),
+                group_id: Some(long.clone()),
+                user_id: Some(Bytes::from(long.clone().into_bytes())),
+                ..Default::default()
+            }),
+            body: Body::Data(Bytes::from_static(b"b")),
+            ..Default::default()
+        };
+        let v = SelectorView::new(&m.to_bytes().freeze());
+        for name in ["JMSType", "JMSDestination", "JMSReplyTo", "JMSXGroupID", "JMSXUserID"] {
+            assert_eq!(v.get(name), None, "{name}");
+        }
+        let m = Message {
+            properties: Some(sluice_proto::types::Properties { subject: Some("t".into()), ..Default::default() }),
+            body: Body::Data(Bytes::from_static(b"b")),
+            ..Default::default()
+        };
+        assert_eq!(SelectorView::new(&m.to_bytes().freeze()).get("JMSType"), Some(SelectorValue::Str("t".into())));
+    }
+
+    /// The real view tells a string's length before copying it: a LIKE that spends the
+    /// budget leaves the number on the other side of its OR to be read.
+    #[test]
+    fn a_view_reads_cheap_values_after_the_budget_is_spent() {
+        let m = Message {
+            application_properties: Some(vec![
+                ("s".into(), Value::String("a".repeat(1 << 20))),
+                ("n".into(), Value::Int(5)),
+            ]),
+            body: Body::Data(Bytes::from_static(b"b")),
+            ..Default::default()
+        };
+        let v = SelectorView::new(&m.to_bytes().freeze());
+        let like = format!("s LIKE '%{}b%'", "a".repeat(4000));
+        let sel = |t: &str| crate::broker::selector::Selector::parse(t).unwrap();
+        assert!(!sel(&like).matches(&v));
+        assert!(sel(&format!("{like} OR n = 5")).matches(&v));
+        assert!(sel(&format!("{like} OR JMSPriority = 4")).matches(&v));
+        assert_eq!(v.get_within("s", 10), Err(TooLong));
+        assert_eq!(v.get_within("n", 0), Ok(Some(SelectorValue::Int(5))));
     }
 
     /// A message with many application properties is looked up by an index: 10,000

@@ -44,7 +44,9 @@
 //! Since the tree depth never exceeds the node count, evaluation recursion is bounded too.
 //! `LIKE` matching is linear in the pattern times the value length (no backtracking blow-up).
 //! One evaluation's LIKE comparisons and the bytes of the string properties it reads share
-//! one budget of 16 M; past it the node is UNKNOWN.
+//! one budget of 16 M; past it the node is UNKNOWN (a LIKE, or a string read, that would
+//! pass what is left: values that cost nothing, numbers and booleans, are still read, so
+//! `costly OR n = 5` and `n = 5 OR costly` agree).
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -115,7 +117,20 @@ pub trait SelectorSource {
     /// Look up an identifier: application-properties by name, plus the JMS header
     /// identifiers listed on [`SelectorSource`].
     fn get(&self, identifier: &str) -> Option<SelectorValue>;
+
+    /// [`Self::get`], or `Err` for a string longer than `max` bytes (a source that can
+    /// tell its length first does not copy it).
+    fn get_within(&self, identifier: &str, max: usize) -> Result<Option<SelectorValue>, TooLong> {
+        match self.get(identifier) {
+            Some(SelectorValue::Str(s)) if s.len() > max => Err(TooLong),
+            v => Ok(v),
+        }
+    }
 }
+
+/// A string longer than a selector may read now ([`SelectorSource::get_within`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TooLong;
 
 /// A value read from a message (or a literal in the selector).
 #[derive(Debug, Clone, PartialEq)]
@@ -862,18 +877,18 @@ struct OverBudget;
 /// `msg`'s value of identifier `name`. A string's bytes are charged to the evaluation's
 /// budget, which reads of long string properties share with LIKE comparisons: a
 /// selector naming a 1 MiB property 64 times copies at most the budget (plus one
-/// property), not 64 MiB, per evaluation. `Err` once it has run out (the node is UNKNOWN).
+/// property), not 64 MiB, per evaluation. `Err` for a string longer than what is left
+/// (the node is UNKNOWN); other values cost nothing and are read whatever is left
+/// (before 2026-12-06 every read failed once the budget had run out, so a costly LIKE
+/// made the cheap side of an OR unknown when it came first, and not when it came second).
 fn fetch(msg: &dyn SelectorSource, name: &str, budget: &mut usize) -> Result<Option<SelectorValue>, OverBudget> {
-    if *budget == 0 {
+    let Ok(v) = msg.get_within(name, *budget) else {
+        *budget = 0;
         return Err(OverBudget);
-    }
-    let v = msg.get(name);
+    };
     if let Some(SelectorValue::Str(s)) = &v {
-        if s.len() > *budget {
-            *budget = 0;
-            return Err(OverBudget);
-        }
-        *budget -= s.len();
+        // (A source may give a string a little longer than it said: lossy UTF-8.)
+        *budget = budget.saturating_sub(s.len());
     }
     Ok(v)
 }
@@ -1598,6 +1613,13 @@ mod tests {
                 }
                 v
             }
+            // As `SelectorView` does: the length is known before the copy.
+            fn get_within(&self, identifier: &str, max: usize) -> Result<Option<SelectorValue>, TooLong> {
+                match self.0.get(identifier) {
+                    Some(SelectorValue::Str(s)) if s.len() > max => Err(TooLong),
+                    _ => Ok(self.get(identifier)),
+                }
+            }
         }
         let text = ["p IS NULL"; 19].join(" OR ") + " OR p IS NOT NULL";
         let long = Counting(empty().s("p", &"a".repeat(1 << 20)), Default::default());
@@ -1937,5 +1959,21 @@ mod tests {
         for text in &inputs {
             let _ = Selector::parse(text);
         }
+    }
+
+    /// A LIKE that runs out of the budget is UNKNOWN, and the other side of its OR is
+    /// still read when it costs nothing: both orders agree (before, every read after
+    /// the budget ran out was UNKNOWN, so the first order missed the message).
+    #[test]
+    fn a_costly_like_leaves_cheap_reads_to_the_rest_of_the_selector() {
+        let m = empty().s("s", &"a".repeat(1 << 20)).i("n", 5).s("t", "x");
+        let like = format!("s LIKE '%{}b%'", "a".repeat(4000));
+        unknown(&like, &m);
+        yes(&format!("{like} OR n = 5"), &m);
+        yes(&format!("n = 5 OR {like}"), &m);
+        yes(&format!("{like} OR JMSPriority = 4 OR n = 5"), &m);
+        no(&format!("{like} AND n = 6"), &m);
+        // A string read past the budget is still UNKNOWN.
+        unknown(&format!("{like} OR t = 'x'"), &m);
     }
 }

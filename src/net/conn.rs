@@ -193,6 +193,9 @@ struct LinkCtx {
     /// Detached for passing the connection's bound on waiting deliveries: what comes
     /// for it before its Detached event is not held.
     held_over: bool,
+    /// Consume links: the source's default-outcome, for deliveries the consumer settles
+    /// without a terminal state (accepted when it has none).
+    default_outcome: Option<DeliveryState>,
     /// RPC requests released from `held` unsent, or that could not be sent as the link
     /// went: given back to the channel after the Unsubscribe, for another responder.
     requests: Vec<Held>,
@@ -976,7 +979,16 @@ impl Driver {
         }
         match role {
             Role::Receiver => self.attach_produce(link, channel, attach),
-            Role::Sender => self.attach_consume(link, channel, attach),
+            Role::Sender => {
+                // The outcome of a delivery the consumer settles without one (3.5.3):
+                // the broker agrees to it by echoing the source.
+                let default_outcome =
+                    attach.source.as_ref().and_then(|s| s.default_outcome.clone()).filter(DeliveryState::is_outcome);
+                self.attach_consume(link, channel, attach);
+                if let (Some(o), Some(ctx)) = (default_outcome, self.links.get_mut(&link)) {
+                    ctx.default_outcome = Some(o);
+                }
+            }
         }
     }
 
@@ -1030,6 +1042,7 @@ impl Driver {
             unreported: (0, 0),
             held: VecDeque::new(),
             held_over: false,
+            default_outcome: None,
             requests: Vec::new(),
             turn: false,
             drain_after_held: false,
@@ -1197,7 +1210,11 @@ impl Driver {
         if !self.authorized(&key, crate::auth::Action::Read) {
             return self.refuse(link, condition::UNAUTHORIZED_ACCESS, format!("not authorized for {}", key.name));
         }
-        let selector_text = source.filter.as_ref().and_then(selector_text);
+        let selector_text = match source.filter.as_ref().and_then(selector_text) {
+            Some(Err(why)) => return self.refuse(link, condition::INVALID_FIELD, why),
+            Some(Ok(text)) => Some(text),
+            None => None,
+        };
         let mut selector = None;
         if let Some(text) = &selector_text {
             match key.pattern {
@@ -1403,6 +1420,7 @@ impl Driver {
         }
         // The FLOW carried the session's window too: what waits for it goes first.
         self.held_credit(link);
+        self.give_back_held(link);
         let Some(ctx) = self.links.get_mut(&link) else { return };
         match &mut ctx.kind {
             LinkKind::Consume { subscribed: false, pending_drain, .. } => *pending_drain = Some(drain),
@@ -1422,6 +1440,27 @@ impl Driver {
                 }
             }
             LinkKind::Produce { .. } => {}
+        }
+    }
+
+    /// A queue consumer that took its credit back (a FLOW with credit 0) while
+    /// deliveries of it wait for its session window: they go back to the queue,
+    /// undelivered (not counted), for its next credit or another consumer. Before, they
+    /// waited until both its window and its credit came back, or the link went, so one
+    /// consumer could keep up to its window of messages from all others for ever.
+    fn give_back_held(&mut self, link: LinkId) {
+        if self.engine.link_credit(link) > 0 {
+            return;
+        }
+        let Some(ctx) = self.links.get_mut(&link) else { return };
+        if !matches!(&ctx.kind, LinkKind::Consume { key, .. } if key.pattern == Pattern::Queues) || ctx.held.is_empty()
+        {
+            return;
+        }
+        for h in std::mem::take(&mut ctx.held) {
+            self.held_bytes -= held_cost(&h);
+            let bytes = if h.settled { 0 } else { u32::try_from(h.payload.len()).unwrap_or(u32::MAX) };
+            self.link_settled(link, h.token, bytes, Outcome::Undelivered);
         }
     }
 
@@ -1978,6 +2017,15 @@ impl Driver {
     }
 
     fn on_disposition(&mut self, link: LinkId, delivery_id: u32, settled: bool, state: Option<DeliveryState>) {
+        // Settled before it reached a terminal state: the link's default-outcome, when
+        // its source set one (3.5.3). Before, such a settlement counted as accepted
+        // even with default-outcome released, and the message was deleted.
+        let state = match state {
+            s if settled && !s.as_ref().is_some_and(DeliveryState::is_outcome) => {
+                self.links.get(&link).and_then(|c| c.default_outcome.clone()).or(s)
+            }
+            s => s,
+        };
         let terminal = settled || state.as_ref().is_some_and(DeliveryState::is_outcome);
         if !terminal {
             if let Some(DeliveryState::Received(_)) = state {
@@ -2861,8 +2909,10 @@ fn has_selector(f: &Fields) -> bool {
 }
 
 /// The selector string of a source filter: the value under one of the selector
-/// keys, described or plain.
-fn selector_text(f: &Fields) -> Option<String> {
+/// keys, described or plain. An empty or blank one is no selector (as in JMS); one that
+/// is not a string is an error (before 2026-12-06 it was skipped, so the link was
+/// attached without the filter its peer asked for, and the filter echoed back as if set).
+fn selector_text(f: &Fields) -> Option<Result<String, &'static str>> {
     for (k, v) in &f.0 {
         let by_key = SELECTOR_KEYS.contains(&k.as_str());
         let inner = match v {
@@ -2877,8 +2927,10 @@ fn selector_text(f: &Fields) -> Option<String> {
             other if by_key => other,
             _ => continue,
         };
-        if let Some(s) = inner.as_str() {
-            return Some(s.to_owned());
+        match inner.as_str() {
+            Some(s) if s.trim().is_empty() => {}
+            Some(s) => return Some(Ok(s.to_owned())),
+            None => return Some(Err("selector filter value is not a string")),
         }
     }
     None

@@ -246,3 +246,28 @@ def test_selector_on_queue_not_implemented(broker, amqp):
     r = c.receiver(f"queues/{uid('q')}", options=Selector("color = 'red'"), wait=False)
     cond = r.wait_detached()
     assert cond is not None and cond.name == "amqp:not-implemented", cond
+
+
+@pytest.mark.parametrize("selector", ["", "   "], ids=["empty", "blank"])
+def test_an_empty_selector_is_no_selector(broker, amqp, selector):
+    # As in JMS: before 2026-12-06 the attach was refused with "selector is empty".
+    ch = f"events/{uid('sel')}"
+    c = amqp.connect(broker.url)
+    r = c.receiver(ch, options=Selector(selector), credit=100)
+    amqp.pump(SETTLE)
+    publish(c, ch, ["a", "b"], [{"color": "red"}, {}])
+    got = r.take(2)
+    assert [m.body for m in got] == ["a", "b"]
+
+
+def test_a_selector_that_is_not_a_string_is_refused(broker, amqp):
+    # Before 2026-12-06 a binary selector was skipped: the link was attached without
+    # the filter its peer asked for, which the broker echoed back as if set.
+    from proton import Described, symbol
+    from proton.reactor import Filter
+
+    value = Described(symbol("apache.org:selector-filter:string"), b"color = 'red'")
+    c = amqp.connect(broker.url)
+    r = c.receiver(f"events/{uid('sel')}", options=Filter({symbol("jms-selector"): value}), wait=False)
+    cond = r.wait_detached()
+    assert cond is not None and cond.name == "amqp:invalid-field", cond
