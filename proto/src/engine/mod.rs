@@ -2061,7 +2061,7 @@ impl Connection {
     }
 
     /// Whether link `id` can send now; its channel and local handle when it can.
-    fn check_send(&self, id: LinkId) -> Result<(u16, u32), UsageError> {
+    fn check_send(&mut self, id: LinkId) -> Result<(u16, u32), UsageError> {
         if !self.is_open() {
             return Err(UsageError::NotOpen);
         }
@@ -2084,7 +2084,22 @@ impl Connection {
         if s.remote_incoming_window == 0 || !s.blocked.is_empty() {
             return Err(UsageError::SessionWindow);
         }
-        Ok((l.channel, l.local_handle.unwrap_or(0)))
+        let (ch, handle) = (l.channel, l.local_handle.unwrap_or(0));
+        if s.out_unsettled.get(s.next_delivery_id).is_some() {
+            // 2^32 deliveries went by on this session while one stayed unsettled: the
+            // next id is still that one's, and a disposition of it would settle the
+            // wrong delivery. The session ends (its unsettled deliveries go back, as
+            // for any end); before, the old delivery's entry was replaced.
+            self.end_session(
+                ch,
+                Some(Error::new(
+                    "amqp:resource-limit-exceeded",
+                    "delivery-ids wrapped around to an unsettled delivery",
+                )),
+            );
+            return Err(UsageError::UnknownEndpoint);
+        }
+        Ok((ch, handle))
     }
 
     /// Send after [`Self::check_send`] passed.

@@ -1829,3 +1829,31 @@ fn a_session_ended_before_its_begin_is_answered_ends_quietly() {
     p.pump();
     assert!(drain(&mut p.client).iter().any(|e| matches!(e, Event::SessionBegun { channel, .. } if *channel == ch)));
 }
+
+/// 2^32 deliveries on one session while one stays unsettled bring the next delivery-id
+/// back to it: the session ends instead of reusing the id (a disposition of it would
+/// settle the wrong delivery). Before, the old delivery's entry was replaced.
+#[test]
+fn delivery_ids_that_wrap_around_to_an_unsettled_delivery_end_the_session() {
+    let (mut s, link) = raw_server_with_sender(64 * 1024);
+    s.handle_input(&raw_flow(0, 100, Some((0, 0, 100))), 0);
+    assert_eq!(s.send(link, DeliveryTag::from_u64(0), Bytes::from_static(b"kept"), false), Ok(0));
+    // Jump to the end of the delivery-id space, as if 2^32 - 2 deliveries had gone.
+    s.sessions[0].as_mut().unwrap().next_delivery_id = u32::MAX;
+    assert_eq!(s.send(link, DeliveryTag::from_u64(1), Bytes::from_static(b"m"), true), Ok(u32::MAX));
+    collect_out(&mut s);
+    drain(&mut s);
+    // The next id is 0, still unsettled.
+    assert_eq!(
+        s.send(link, DeliveryTag::from_u64(2), Bytes::from_static(b"m"), false),
+        Err(UsageError::UnknownEndpoint)
+    );
+    let frames = frames_of(&collect_out(&mut s));
+    assert_eq!(transfers(&frames), 0);
+    assert!(frames.iter().any(
+        |f| matches!(f, Performative::End(e) if e.error.as_ref().is_some_and(|e| e.condition == "amqp:resource-limit-exceeded"))
+    ));
+    let ev = drain(&mut s);
+    assert!(ev.iter().any(|e| matches!(e, Event::Detached { link: l, .. } if *l == link)), "{ev:?}");
+    assert!(s.is_open());
+}
