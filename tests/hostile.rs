@@ -1531,6 +1531,54 @@ fn deliveries_waiting_for_a_shut_window_go_back_when_the_credit_is_taken_back() 
     assert!(other.wait(WAIT, |g| transfers(g) >= 3), "the three given back: {}", other.summary());
 }
 
+/// A queue message larger than its consumer's session window goes out a frame at a
+/// time as the window opens; a DETACH before its last frame drops the rest, and the
+/// message goes back to the queue uncounted: another consumer gets it, though one
+/// delivery dead-letters a message here. Before, a pre-settled one was settled when its
+/// first frame went and was lost, and an unsettled one went back counted (so here it
+/// went to the dead-letter queue).
+#[test]
+fn a_queue_message_cut_off_by_a_detach_between_its_frames_goes_back_uncounted() {
+    let b = Broker::start(&[("SLUICE_MAX_RECEIVE_COUNT", "1")]);
+    for (i, mode) in [SenderSettleMode::Settled, SenderSettleMode::Unsettled].into_iter().enumerate() {
+        let address = format!("queues/cut-off-{i}");
+        let mut prod = Peer::handshake(&b, &format!("cut-off-producer-{i}"));
+        prod.begin(0);
+        prod.attach(0, 0, "p", Role::Sender, Some(&address), SenderSettleMode::Unsettled);
+        prod.publish_accepted(0, 0, 0, &message(&[7u8; 10_000], None));
+        let mut c = Peer::connect(&b);
+        let mut bytes = AMQP_HEADER.to_vec();
+        bytes.extend(open_with(Open {
+            container_id: format!("cut-off-consumer-{i}"),
+            max_frame_size: Some(512),
+            ..Default::default()
+        }));
+        c.send(&bytes);
+        assert!(c.wait(WAIT, |g| g.iter().any(|i| matches!(i, In::Amqp(_, Performative::Open(_))))), "no OPEN");
+        let one_frame = Begin { next_outgoing_id: 0, incoming_window: 1, outgoing_window: 2048, ..Default::default() };
+        let bch = c.begin_with(0, frame(0, Performative::Begin(one_frame), &[]));
+        c.attach(0, 0, "r", Role::Receiver, Some(&address), mode);
+        c.send(&link_flow(0, 1, 0, 1, false));
+        let frames =
+            |g: &[In]| g.iter().filter(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == bch)).count();
+        assert!(c.wait(WAIT, |g| frames(g) >= 1), "no first frame: {}", c.summary());
+        c.pump(Duration::from_millis(200));
+        assert_eq!(frames(&c.got), 1, "the window lets one frame out: {}", c.summary());
+        c.send(&frame(0, Performative::Detach(Detach { handle: 0, closed: Some(true), error: None }), &[]));
+        assert!(
+            c.wait(WAIT, |g| g.iter().any(|i| matches!(i, In::Amqp(ch, Performative::Detach(_)) if *ch == bch))),
+            "no DETACH answer: {}",
+            c.summary()
+        );
+        let mut other = Peer::handshake(&b, &format!("cut-off-other-{i}"));
+        let och = other.begin(0);
+        other.attach(0, 0, "r2", Role::Receiver, Some(&address), SenderSettleMode::Unsettled);
+        other.send(&link_flow(0, 2048, 0, 5, false));
+        let again = |g: &[In]| g.iter().any(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == och));
+        assert!(other.wait(WAIT, again), "{mode:?}: the message cut off comes again: {}", other.summary());
+    }
+}
+
 #[test]
 fn a_drain_waits_for_deliveries_held_by_the_session_window() {
     let b = Broker::start(&[]);

@@ -193,6 +193,9 @@ struct LinkCtx {
     /// Detached for passing the connection's bound on waiting deliveries: what comes
     /// for it before its Detached event is not held.
     held_over: bool,
+    /// Queue consume links: the delivery (its token, and whether it was sent settled)
+    /// whose later frames wait in the engine for the session window (`partial_on`).
+    partial: Option<(u64, bool)>,
     /// Consume links: the source's default-outcome, for deliveries the consumer settles
     /// without a terminal state (accepted when it has none).
     default_outcome: Option<DeliveryState>,
@@ -320,6 +323,10 @@ struct Driver {
     /// Per session (local channel): its consume links with deliveries waiting for its
     /// window (`LinkCtx::held`), in turn order, each once.
     held_on: HashMap<u16, VecDeque<LinkId>>,
+    /// Per session, the queue consume link whose delivery's later frames wait in the
+    /// engine for the peer's window (at most one per session: nothing else is sent
+    /// while they wait). That delivery is written only once they have gone.
+    partial_on: HashMap<u16, LinkId>,
     /// What the links' waiting deliveries cost: payload plus [`HELD_OVERHEAD`] each.
     held_bytes: u64,
     reject: Option<Error>,
@@ -445,6 +452,7 @@ pub(super) async fn run<S: AsyncRead + AsyncWrite + Unpin>(
         deadlines: BinaryHeap::new(),
         next_request: 1,
         held_on: HashMap::default(),
+        partial_on: HashMap::default(),
         held_bytes: 0,
         reject: over_limit.then(|| Error::new(condition::RESOURCE_LIMIT_EXCEEDED, "connection limit reached")),
         read_size: READ_MIN,
@@ -1043,6 +1051,7 @@ impl Driver {
             held: VecDeque::new(),
             held_over: false,
             default_outcome: None,
+            partial: None,
             requests: Vec::new(),
             turn: false,
             drain_after_held: false,
@@ -1443,6 +1452,20 @@ impl Driver {
         }
     }
 
+    /// The queue delivery of session `channel` whose later frames waited for the window
+    /// has been written once they have gone: a pre-settled one is settled now.
+    fn finish_partial(&mut self, channel: u16) {
+        let Some(&link) = self.partial_on.get(&channel) else { return };
+        if self.engine.frames_waiting(channel) {
+            return;
+        }
+        self.partial_on.remove(&channel);
+        let Some((token, settled)) = self.links.get_mut(&link).and_then(|c| c.partial.take()) else { return };
+        if settled {
+            self.link_settled(link, token, 0, Outcome::Accepted);
+        }
+    }
+
     /// A queue consumer that took its credit back (a FLOW with credit 0) while
     /// deliveries of it wait for its session window: they go back to the queue,
     /// undelivered (not counted), for its next credit or another consumer. Before, they
@@ -1775,11 +1798,28 @@ impl Driver {
                 if pattern == Pattern::Events {
                     self.count_events_out(link, 1, len, 0);
                 }
+                // A queue message larger than the session window: its later frames wait
+                // in the engine, and a detach before they go drops them. It counts as
+                // written once they have gone (`finish_partial`); before 2026-12-06 a
+                // pre-settled one was settled at once and lost with its dropped frames,
+                // and an unsettled one went back counted as delivered.
+                let mut partial = false;
+                if pattern == Pattern::Queues {
+                    let channel = self.links.get(&link).map_or(0, |c| c.channel);
+                    self.finish_partial(channel);
+                    if self.engine.frames_waiting(channel) {
+                        if let Some(ctx) = self.links.get_mut(&link) {
+                            ctx.partial = Some((token, settled));
+                            self.partial_on.insert(channel, link);
+                            partial = true;
+                        }
+                    }
+                }
                 if tracked && !settled {
                     if let Some(LinkKind::Consume { unsettled, .. }) = self.links.get_mut(&link).map(|c| &mut c.kind) {
                         unsettled.insert(delivery_id, (token, u32::try_from(len).unwrap_or(u32::MAX)));
                     }
-                } else if tracked {
+                } else if tracked && !partial {
                     self.link_settled(link, token, 0, Outcome::Accepted);
                 }
                 Sent::Out
@@ -1911,6 +1951,7 @@ impl Driver {
     /// deliveries are all out goes on with its events-store ring. Costs what it sends
     /// and nothing when nothing waits on the session (every FLOW calls it).
     fn retry_held(&mut self, channel: u16) {
+        self.finish_partial(channel);
         if !self.held_on.contains_key(&channel) {
             return;
         }
@@ -2114,6 +2155,12 @@ impl Driver {
         self.tell_store_cursors();
         let Some(mut ctx) = self.remove_link(link) else { return };
         self.serials.remove(&ctx.serial);
+        // A delivery whose later frames the detach dropped was never written whole: it
+        // goes back uncounted (a pre-settled one was never settled with the home).
+        let partial = ctx.partial.take().map(|(token, _)| token);
+        if partial.is_some() && self.partial_on.get(&ctx.channel) == Some(&link) {
+            self.partial_on.remove(&ctx.channel);
+        }
         let held = std::mem::take(&mut ctx.held);
         self.forget_held(link, ctx.channel, &held);
         let sub = self.sub(ctx.serial);
@@ -2129,7 +2176,7 @@ impl Driver {
                 // Queue deliveries sent and not settled go back counted; the home
                 // returns the link's others (held here, or on their way) uncounted.
                 let sent = if key.pattern == Pattern::Queues {
-                    unsettled.into_values().map(|(token, _)| token).collect()
+                    unsettled.into_values().map(|(token, _)| token).filter(|t| Some(*t) != partial).collect()
                 } else {
                     Vec::new()
                 };

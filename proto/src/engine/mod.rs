@@ -2274,6 +2274,12 @@ impl Connection {
         self.link(id).and_then(|l| l.partial.as_ref()).map(|p| p.data.len())
     }
 
+    /// Frames of a delivery already sent wait in this session for the peer's window
+    /// (the rest of a message larger than the window; written as it opens).
+    pub fn frames_waiting(&self, ch: u16) -> bool {
+        self.session(ch).is_some_and(|s| !s.blocked.is_empty())
+    }
+
     /// Messages the peer's session window still admits from us on this channel.
     pub fn session_window(&self, ch: u16) -> u32 {
         self.session(ch).map_or(0, |s| s.remote_incoming_window)
