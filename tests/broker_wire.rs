@@ -732,6 +732,94 @@ fn requests_a_responder_took_its_credit_back_from_go_to_the_next_one() {
     assert_eq!(got, (0..10).collect::<Vec<_>>());
 }
 
+/// A responder that takes its credit back while requests wait for its shut session
+/// window gives them back: the other responder gets them, in their order, while the
+/// first stays attached. (Before 2026-12-06 they stayed with it until its link went.)
+#[test]
+fn requests_held_behind_a_shut_window_go_back_when_the_responder_takes_its_credit_back() {
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "16")]);
+    let mut r = responders_and_requests(&b, "commands/held-back", 100, 4);
+    let mut got = requests_received(&mut r.good, r.good_link);
+    assert_eq!(got.len(), 100 - 16);
+    r.stuck.engine().grant_credit(r.stuck_link, 0, false).unwrap();
+    r.stuck.flush().unwrap();
+    r.stuck.pump(Duration::from_millis(200)).unwrap();
+    let returned = requests_received(&mut r.good, r.good_link);
+    assert_eq!(returned.len(), 16, "the requests the stuck responder held: {returned:?}");
+    assert!(returned.windows(2).all(|w| w[0] < w[1]), "in their order: {returned:?}");
+    assert!(r.stuck.engine().link_info(r.stuck_link).is_some(), "the stuck responder is still attached");
+    got.extend(returned);
+    got.sort_unstable();
+    assert_eq!(got, (0..100).collect::<Vec<_>>());
+}
+
+/// Commands whose deadline (ttl 1 s) passes while they wait for their responder's shut
+/// session window are not sent when it opens: their requesters have had their timeout
+/// answer, and the responder would run them after it. (Before 2026-12-06 all 16 came.)
+#[test]
+fn requests_whose_deadline_passed_while_they_waited_are_not_sent() {
+    use sluice_proto::codec::Encode;
+    use sluice_proto::types::{Body, Header, Message, Properties};
+    let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "16")]);
+    let address = "commands/expired-held";
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    let mut cfg = sluice_proto::engine::Config::client("shut-responder");
+    cfg.session_window = 0;
+    let mut stuck = Client::connect_with(b.addr(), cfg).unwrap();
+    let sch = stuck.begin().unwrap();
+    let link = stuck.attach_receiver(sch, "cmd", Some(address), &presettled).unwrap();
+    stuck.engine().grant_credit(link, 100, false).unwrap();
+    stuck.pump(Duration::from_millis(200)).unwrap();
+    let (mut req, s, reply_to) = requester(&b, address);
+    for i in 0..16u32 {
+        let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };
+        let header = Header { ttl: Some(1_000), ..Default::default() };
+        let body = Body::Data(Bytes::copy_from_slice(&i.to_be_bytes()));
+        let m = Message { header: Some(header), properties: Some(props), body, ..Default::default() };
+        let id = req.send(s, m.to_bytes().freeze(), false).unwrap();
+        assert_eq!(req.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+    }
+    stuck.pump(Duration::from_millis(2_500)).unwrap();
+    req.pump(Duration::from_millis(100)).unwrap();
+    stuck.engine().set_incoming_window(sch, 1_000).unwrap();
+    stuck.flush().unwrap();
+    let late = requests_received(&mut stuck, link);
+    assert!(late.is_empty(), "requests sent after their deadline: {late:?}");
+    // The window is open: a new request reaches the responder.
+    send_requests(&mut req, s, &reply_to, 1, 4);
+    assert_eq!(requests_received(&mut stuck, link), vec![0]);
+}
+
+/// A request larger than its responder's session window (one frame of 512 bytes) goes
+/// out a frame at a time; the responder detaches after the first, and the request goes
+/// to the next responder, in either settle mode. (Before 2026-12-06 it was dropped with
+/// its frames: its requester got only a timeout at its deadline.)
+#[test]
+fn a_request_cut_off_between_its_frames_by_a_detach_goes_to_the_next_responder() {
+    let b = Broker::start(&[]);
+    for presettled in [true, false] {
+        let address = format!("commands/cut-off-{presettled}");
+        let mut cfg = sluice_proto::engine::Config::client("one-frame-responder");
+        cfg.session_window = 1;
+        cfg.max_frame_size = 512;
+        let mut first = Client::connect_with(b.addr(), cfg).unwrap();
+        let fch = first.begin().unwrap();
+        let o = LinkOptions { presettled, ..Default::default() };
+        let fr = first.attach_receiver(fch, "cmd", Some(&address), &o).unwrap();
+        first.engine().grant_credit(fr, 1, false).unwrap();
+        first.pump(Duration::from_millis(200)).unwrap();
+        let (mut req, s, reply_to) = requester(&b, &address);
+        send_requests(&mut req, s, &reply_to, 1, 10_000);
+        // The first frame is on its way; the responder reads nothing and detaches.
+        std::thread::sleep(Duration::from_millis(200));
+        first.engine().detach(fr, None);
+        first.flush().unwrap();
+        let _ = first.pump(Duration::from_millis(200));
+        let (mut next, nr) = responder(&b, &format!("next-{presettled}"), &address, 10);
+        assert_eq!(requests_received(&mut next, nr), vec![0], "presettled {presettled}");
+    }
+}
+
 /// RPC requests released when a responder's waiting deliveries pass the connection's
 /// bound (4 x SLUICE_EVENTS_IN_FLIGHT_BYTES = 256 KiB; 16 requests of 20 KB may wait)
 /// go to the other responder: the stuck link is detached with resource-limit-exceeded

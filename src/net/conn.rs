@@ -195,7 +195,8 @@ struct LinkCtx {
     held_over: bool,
     /// Queue consume links: the delivery (its token, and whether it was sent settled)
     /// whose later frames wait in the engine for the session window (`partial_on`).
-    partial: Option<(u64, bool)>,
+    /// (RPC requests keep their payload: one cut off goes back to the channel.)
+    partial: Option<(u64, bool, Option<Bytes>)>,
     /// Consume links: the source's default-outcome, for deliveries the consumer settles
     /// without a terminal state (accepted when it has none).
     default_outcome: Option<DeliveryState>,
@@ -1460,7 +1461,7 @@ impl Driver {
             return;
         }
         self.partial_on.remove(&channel);
-        let Some((token, settled)) = self.links.get_mut(&link).and_then(|c| c.partial.take()) else { return };
+        let Some((token, settled, _)) = self.links.get_mut(&link).and_then(|c| c.partial.take()) else { return };
         if settled {
             self.link_settled(link, token, 0, Outcome::Accepted);
         }
@@ -1471,19 +1472,31 @@ impl Driver {
     /// undelivered (not counted), for its next credit or another consumer. Before, they
     /// waited until both its window and its credit came back, or the link went, so one
     /// consumer could keep up to its window of messages from all others for ever.
+    /// RPC requests held so go back to their channel, in their order, for another
+    /// responder (before 2026-12-06 they stayed, as queue messages did, until the link
+    /// went, past their deadlines).
     fn give_back_held(&mut self, link: LinkId) {
         if self.engine.link_credit(link) > 0 {
             return;
         }
         let Some(ctx) = self.links.get_mut(&link) else { return };
-        if !matches!(&ctx.kind, LinkKind::Consume { key, .. } if key.pattern == Pattern::Queues) || ctx.held.is_empty()
-        {
+        let LinkKind::Consume { key, .. } = &ctx.kind else { return };
+        let rpc = matches!(key.pattern, Pattern::Commands | Pattern::Queries);
+        if !(rpc || key.pattern == Pattern::Queues) || ctx.held.is_empty() {
             return;
         }
+        let key = key.clone();
+        let mut requests = Vec::new();
         for h in std::mem::take(&mut ctx.held) {
             self.held_bytes -= held_cost(&h);
             let bytes = if h.settled { 0 } else { u32::try_from(h.payload.len()).unwrap_or(u32::MAX) };
             self.link_settled(link, h.token, bytes, Outcome::Undelivered);
+            if rpc {
+                requests.push((Msg { payload: h.payload, received_ms: self.epoch_ms }, h.token));
+            }
+        }
+        if !requests.is_empty() {
+            self.route(ShardMsg::RpcReturned { key, requests });
         }
     }
 
@@ -1804,12 +1817,13 @@ impl Driver {
                 // pre-settled one was settled at once and lost with its dropped frames,
                 // and an unsettled one went back counted as delivered.
                 let mut partial = false;
-                if pattern == Pattern::Queues {
+                if matches!(pattern, Pattern::Queues | Pattern::Commands | Pattern::Queries) {
                     let channel = self.links.get(&link).map_or(0, |c| c.channel);
                     self.finish_partial(channel);
                     if self.engine.frames_waiting(channel) {
+                        let request = (pattern != Pattern::Queues).then(|| self.spent.last().cloned()).flatten();
                         if let Some(ctx) = self.links.get_mut(&link) {
-                            ctx.partial = Some((token, settled));
+                            ctx.partial = Some((token, settled, request));
                             self.partial_on.insert(channel, link);
                             partial = true;
                         }
@@ -1977,6 +1991,15 @@ impl Driver {
                 }
                 let Some(h) = ctx.held.pop_front() else { break };
                 self.held_bytes -= held_cost(&h);
+                if matches!(pattern, Pattern::Commands | Pattern::Queries) && h.token <= self.steady {
+                    // An RPC request whose deadline passed while it waited: its
+                    // requester has had its timeout answer, so it is not sent (a
+                    // command would run after it). Before 2026-12-06 it was.
+                    add(&self.shard.counters.transfers_in_dropped, 1);
+                    let bytes = if h.settled { 0 } else { u32::try_from(h.payload.len()).unwrap_or(u32::MAX) };
+                    self.link_settled(link, h.token, bytes, Outcome::Undelivered);
+                    continue;
+                }
                 let seq = h.token;
                 let settled = h.settled;
                 match self.send_consumed(link, pattern, h.token, h.payload, h.settled) {
@@ -2157,7 +2180,10 @@ impl Driver {
         self.serials.remove(&ctx.serial);
         // A delivery whose later frames the detach dropped was never written whole: it
         // goes back uncounted (a pre-settled one was never settled with the home).
-        let partial = ctx.partial.take().map(|(token, _)| token);
+        let (partial, partial_request) = match ctx.partial.take() {
+            Some((token, settled, request)) => (Some(token), request.map(|payload| Held { token, payload, settled })),
+            None => (None, None),
+        };
         if partial.is_some() && self.partial_on.get(&ctx.channel) == Some(&link) {
             self.partial_on.remove(&ctx.channel);
         }
@@ -2190,6 +2216,9 @@ impl Driver {
                 // Unsubscribe (before it, the home could give them to this one again).
                 let mut requests = std::mem::take(&mut ctx.requests);
                 if matches!(key.pattern, Pattern::Commands | Pattern::Queries) {
+                    // The one cut off between its frames first: it was given before
+                    // the ones held behind it.
+                    requests.extend(partial_request);
                     requests.extend(held);
                 }
                 let rpc_key = (!requests.is_empty()).then(|| key.clone());
@@ -2525,16 +2554,18 @@ impl Driver {
     }
 
     fn deliver_to_node(&mut self, node: &str, msg: Msg, ack: Option<PublishAck>) -> Result<(), Refusal> {
-        self.enqueue_node(node, msg).map_err(refusal)?;
+        self.enqueue_node(node, msg, false).map_err(refusal)?;
         self.accept(ack);
         Ok(())
     }
 
-    fn enqueue_node(&mut self, node: &str, msg: Msg) -> Result<(), PublishRefusal> {
+    /// `forced`: past the node's bounds (a command's timeout answer: small, and at most
+    /// one per pending request, so bounded by the pending limit).
+    fn enqueue_node(&mut self, node: &str, msg: Msg, forced: bool) -> Result<(), PublishRefusal> {
         let Some(n) = self.nodes.get_mut(node) else { return Err(PublishRefusal::NodeUnreachable) };
         let len = msg.payload.len() as u64;
         let over_bytes = self.node_bytes > 0 && self.node_bytes.saturating_add(len) > NODE_BYTES_MAX;
-        if n.queue.len() >= NODE_QUEUE_MAX || over_bytes {
+        if !forced && (n.queue.len() >= NODE_QUEUE_MAX || over_bytes) {
             return Err(PublishRefusal::NodeFull);
         }
         self.node_bytes += len;
@@ -2547,8 +2578,11 @@ impl Driver {
     /// outcome goes back to the producer's connection.
     fn on_node_message(&mut self, node: &str, msg: Msg, ack: Option<PublishAck>) {
         // A closing connection sends nothing more: accepted, it would be lost.
-        let result =
-            if self.engine.is_open() { self.enqueue_node(node, msg) } else { Err(PublishRefusal::NodeUnreachable) };
+        let result = if self.engine.is_open() {
+            self.enqueue_node(node, msg, false)
+        } else {
+            Err(PublishRefusal::NodeUnreachable)
+        };
         match ack {
             Some(ack) => self.route(ShardMsg::PublishDone { ack, result }),
             None if result.is_err() => add(&self.shard.counters.transfers_in_dropped, 1),
@@ -2668,9 +2702,9 @@ impl Driver {
             .filter(|e| !e.is_empty());
         let executed = !matches!(executed_flag, Some(Value::Bool(false))) && error.is_none();
         let props = message::properties(&raw);
-        let PendingRpc { node, correlation, pattern, .. } = p;
-        let reply_props = Properties { correlation_id: correlation, to: Some(node.clone()), reply_to: None, ..props };
-        let payload = match pattern {
+        let reply_props =
+            Properties { correlation_id: p.correlation.clone(), to: Some(p.node.clone()), reply_to: None, ..props };
+        let payload = match p.pattern {
             Pattern::Commands => match error {
                 Some(e) => message::rebuild(
                     &raw,
@@ -2688,7 +2722,17 @@ impl Driver {
                 message::rebuild(&raw, &reply_props, &[], true)
             }
         };
-        let _ = self.deliver_to_node(&node, Msg { payload, received_ms: self.epoch_ms }, None);
+        match self.enqueue_node(&p.node, Msg { payload, received_ms: self.epoch_ms }, false) {
+            Ok(()) => {}
+            // No room in the reply node: a command's requester is answered at its
+            // deadline instead (executed=false, timeout), so it gets an answer all the
+            // same. Before 2026-12-06 the request was forgotten here and got none.
+            Err(PublishRefusal::NodeFull) if p.pattern == Pattern::Commands => {
+                add(&self.shard.counters.transfers_in_dropped, 1);
+                self.pending.insert(seq, p);
+            }
+            Err(_) => add(&self.shard.counters.transfers_in_dropped, 1),
+        }
     }
 
     fn expire_rpc(&mut self) {
@@ -2717,7 +2761,8 @@ impl Driver {
                     ],
                     false,
                 );
-                let _ = self.deliver_to_node(&p.node, Msg { payload, received_ms: self.epoch_ms }, None);
+                // Past the node's bounds if need be: the requester's only answer.
+                let _ = self.enqueue_node(&p.node, Msg { payload, received_ms: self.epoch_ms }, true);
             }
         }
     }

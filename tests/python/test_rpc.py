@@ -286,3 +286,22 @@ def test_a_responder_that_never_settles_gets_at_most_its_unsettled_window(broker
     amqp.pump(0.5)
     assert len(rpc.inbox.received) == 0, "more than 4 unsettled requests after settling 2"
     assert [r.body for r in first + more] == [str(i) for i in range(6)]
+
+
+def test_a_command_whose_response_finds_its_reply_node_full_is_answered_at_its_deadline(broker, amqp):
+    """Responses of 2 MiB to 40 commands, none settled by the requester: its reply node
+    takes 64 MiB, so the last responses find it full. Their requests are answered at their
+    deadline (executed=false, timeout) past the node's bound, and every command gets one
+    answer. Before 2026-12-06 such a request was forgotten: no response, no timeout."""
+    rpc = Rpc(amqp, broker.url, "commands")
+    n = 40
+    for i in range(n):
+        assert rpc.request(body=str(i), correlation_id=f"full-{i}", ttl=8).remote_state == ACCEPTED
+    big = "x" * (2 << 20)
+    for req in rpc.inbox.take(n):
+        rpc.respond(req, body=big, props={EXECUTED: True})
+    replies = rpc.replies.take(n, timeout=20)
+    assert sorted(r.message.correlation_id for r in replies) == sorted(f"full-{i}" for i in range(n))
+    timeouts = [r for r in replies if r.message.properties.get(EXECUTED) is False]
+    assert 1 <= len(timeouts) < n, len(timeouts)
+    assert all(r.message.properties.get(ERROR) == "timeout" for r in timeouts)

@@ -2280,6 +2280,16 @@ impl Connection {
         self.session(ch).is_some_and(|s| !s.blocked.is_empty())
     }
 
+    /// Set our incoming window of session `ch` (the transfers the peer may send before
+    /// our next FLOW) and tell the peer. The engine re-opens a window to its configured
+    /// size as it is used; this sets it at once (a client that kept it shut opens it).
+    pub fn set_incoming_window(&mut self, ch: u16, window: u32) -> Result<(), UsageError> {
+        let s = self.session_mut(ch).ok_or(UsageError::UnknownEndpoint)?;
+        s.incoming_window = window;
+        self.write_session_flow(ch);
+        Ok(())
+    }
+
     /// Messages the peer's session window still admits from us on this channel.
     pub fn session_window(&self, ch: u16) -> u32 {
         self.session(ch).map_or(0, |s| s.remote_incoming_window)
