@@ -107,7 +107,7 @@ pub struct Settings {
     /// times moves to `queues/<channel>.dlq` instead of being requeued.
     pub max_receive_count: u32,
     /// `SLUICE_METRICS_CHANNEL_CAP` (default 100): channels with their own label set on
-    /// /metrics; the rest are summed under channel="_other".
+    /// /metrics; the rest are summed under channel="*other".
     pub metrics_channel_cap: u32,
     /// `SLUICE_EVENTS_STORE_RETENTION_SECONDS` (default 604800 = 7 days, 0 = no
     /// limit): events-store events older than this are dropped.

@@ -430,7 +430,7 @@ fn a_message_released_too_often_moves_to_the_dead_letter_queue() {
     assert_eq!(b.metric("sluice_channel_dead_lettered_total{pattern=\"queues\",channel=\"poison\"}"), Some(1.0));
 }
 
-/// Past `SLUICE_METRICS_CHANNEL_CAP`, channels are summed under `channel="_other"`
+/// Past `SLUICE_METRICS_CHANNEL_CAP`, channels are summed under `channel="*other"`
 /// (per pattern): the first channels by name keep their own label set, wherever
 /// their shards are, and the rest add up.
 #[test]
@@ -459,17 +459,68 @@ fn channels_past_the_metrics_cap_are_summed_under_other() {
     for gone in ["cap-c", "cap-d", "cap-e"] {
         assert_eq!(q(gone, "sluice_channel_undelivered_messages"), None, "{gone} has a label set of its own");
     }
-    assert_eq!(q("_other", "sluice_channel_undelivered_messages"), Some(12.0));
-    assert_eq!(q("_other", "sluice_channel_published_messages_total"), Some(12.0));
+    assert_eq!(q("*other", "sluice_channel_undelivered_messages"), Some(12.0));
+    assert_eq!(q("*other", "sluice_channel_published_messages_total"), Some(12.0));
     assert_eq!(
-        q("_other", "sluice_channel_published_bytes_total"),
+        q("*other", "sluice_channel_published_bytes_total"),
         q("cap-a", "sluice_channel_published_bytes_total").map(|v| v * 12.0)
     );
 }
 
+/// A channel may be named `_other`: the channels past the cap are summed under
+/// `channel="*other"`, which no channel can be named (`*` is refused), so the two never
+/// share a label set. (Before 2026-12-06 the sum was `channel="_other"`, and a channel of
+/// that name had its figures overwritten by it.)
+#[test]
+fn a_channel_named_like_the_sum_of_the_others_keeps_its_own_figures() {
+    let b = Broker::start(&[("SLUICE_METRICS_CHANNEL_CAP", "1")]);
+    let mut c = Client::connect(b.addr(), "other-name").unwrap();
+    let ch = c.begin().unwrap();
+    for (name, n) in [("_other", 3), ("zzz", 1)] {
+        let s = c.attach_sender(ch, name, Some(&format!("queues/{name}")), &LinkOptions::default()).unwrap();
+        c.wait_credit(s).unwrap();
+        for _ in 0..n {
+            let id = c.send(s, data_message(&[1u8; 10]), false).unwrap();
+            assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+        }
+    }
+    let q = |channel: &str| {
+        b.metric(&format!("sluice_channel_undelivered_messages{{pattern=\"queues\",channel=\"{channel}\"}}"))
+    };
+    assert_eq!(q("_other"), Some(3.0));
+    assert_eq!(q("*other"), Some(1.0));
+}
+
+/// Channel names with backslashes and quotes are written as they are in label values:
+/// `x\y`, `x\\y` and `x\"y` are three series. (Before 2026-12-06 the exporter took a
+/// backslash before another or before a quote as an escape already made: the first two
+/// were one series and the third lost its backslash.)
+#[test]
+fn channel_names_with_backslashes_are_their_own_series() {
+    let b = Broker::start(&[]);
+    let mut c = Client::connect(b.addr(), "backslashes").unwrap();
+    let ch = c.begin().unwrap();
+    for (i, (name, n)) in [(r"x\y", 1), (r"x\\y", 2), (r#"x\"y"#, 3)].into_iter().enumerate() {
+        let s =
+            c.attach_sender(ch, &format!("s{i}"), Some(&format!("queues/{name}")), &LinkOptions::default()).unwrap();
+        c.wait_credit(s).unwrap();
+        for _ in 0..n {
+            let id = c.send(s, data_message(&[1u8; 10]), false).unwrap();
+            assert_eq!(c.wait_outcome(s, id).unwrap(), Some(DeliveryState::Accepted));
+        }
+    }
+    let samples = b.samples("sluice_channel_undelivered_messages");
+    let get = |rendered: &str| {
+        samples.iter().find(|(l, _)| l == &format!("pattern=\"queues\",channel=\"{rendered}\"")).map(|s| s.1)
+    };
+    assert_eq!(get(r"x\\y"), Some(1.0), "{samples:?}");
+    assert_eq!(get(r"x\\\\y"), Some(2.0), "{samples:?}");
+    assert_eq!(get(r#"x\\\"y"#), Some(3.0), "{samples:?}");
+}
+
 /// The per-channel counters never go down: a channel forgotten when idle and made
 /// again goes on from where its series was (it stayed flat at its old value until it
-/// passed it), and `_other` keeps what its forgotten channels counted and what
+/// passed it), and `*other` keeps what its forgotten channels counted and what
 /// channels took while they had no series (it fell back to the sum of the channels
 /// still past the cap, and stayed flat).
 #[test]
@@ -507,7 +558,7 @@ fn channel_counters_go_on_when_channels_are_forgotten_and_made_again() {
     let published = "sluice_channel_published_messages_total";
     let delivered = "sluice_channel_delivered_messages_total";
     assert_eq!(m("fo-a", published), Some(2.0));
-    assert_eq!(m("_other", published), Some(3.0));
+    assert_eq!(m("*other", published), Some(3.0));
     // Idle, empty and without consumers, both are forgotten after 5 s; scraped all
     // along, so that their series are fresh when they are made again.
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -517,22 +568,22 @@ fn channel_counters_go_on_when_channels_are_forgotten_and_made_again() {
             break;
         }
         assert!(Instant::now() < deadline, "never forgotten: {body}");
-        assert!(m("_other", published).is_some_and(|v| v >= 3.0));
+        assert!(m("*other", published).is_some_and(|v| v >= 3.0));
         std::thread::sleep(Duration::from_millis(100));
     }
-    assert_eq!(m("_other", published), Some(3.0), "_other lost its forgotten channel");
+    assert_eq!(m("*other", published), Some(3.0), "*other lost its forgotten channel");
     // Made again, fo-a has its series back; its first publish, taken while it had
-    // none, counts under `_other` (as does fo-c's, past the cap).
+    // none, counts under `*other` (as does fo-c's, past the cap).
     publish(&mut c, "fo-a", 1);
     publish(&mut c, "fo-c", 1);
     assert_eq!(m("fo-a", published), Some(2.0));
-    assert_eq!(m("_other", published), Some(5.0), "_other lost its forgotten channel or stayed flat");
+    assert_eq!(m("*other", published), Some(5.0), "*other lost its forgotten channel or stayed flat");
     // From here fo-a's series grows with it.
     publish(&mut c, "fo-a", 2);
     assert_eq!(m("fo-a", published), Some(4.0), "fo-a's series did not go on");
     assert_eq!(m("fo-a", delivered), Some(2.0));
-    assert_eq!(m("_other", published), Some(5.0));
-    assert_eq!(m("_other", delivered), Some(3.0));
+    assert_eq!(m("*other", published), Some(5.0));
+    assert_eq!(m("*other", delivered), Some(3.0));
 }
 
 /// Two connections' consume links of the same name on one channel have a series

@@ -349,6 +349,29 @@ fn dynamic_nodes(b: &Broker, container: &str) -> i64 {
     c.unwrap_or_else(|| panic!("{container} not listed: {body}"))["dynamic_nodes"].as_i64().unwrap()
 }
 
+/// A client's OPEN `product` and `version` are kept to 256 characters, as its
+/// container-id is: the admin API's answer does not carry kilobytes per connection.
+#[test]
+fn open_product_and_version_are_kept_short() {
+    use sluice_proto::codec::{Fields, Symbol, Value};
+    let b = Broker::start(&[]);
+    let mut cfg = sluice_proto::engine::Config::client("long-product");
+    cfg.properties = Some(Fields(vec![
+        (Symbol::new("product"), Value::String("\u{1}".repeat(5_000))),
+        (Symbol::new("version"), Value::String("v".repeat(5_000))),
+    ]));
+    let mut c = Client::connect_with(b.addr(), cfg).unwrap();
+    c.begin().unwrap();
+    let (status, body) = b.http("/api/amqp10/connections").unwrap();
+    assert_eq!(status, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    let conn = v["connections"].as_array().unwrap().iter().find(|c| c["container_id"] == "long-product").cloned();
+    let conn = conn.unwrap_or_else(|| panic!("not listed: {body}"));
+    assert_eq!(conn["product"].as_str().unwrap().chars().count(), 256);
+    assert_eq!(conn["version"].as_str().unwrap(), "v".repeat(256));
+    assert!(body.len() < 4_096, "{} bytes for one connection", body.len());
+}
+
 /// Wait (up to 5 s) for the admin API to report `want` dynamic nodes.
 /// A receiving link from a new dynamic node; the node's address.
 fn dynamic_receiver(c: &mut Client, ch: u16, name: &str) -> (sluice_proto::engine::LinkId, String) {

@@ -1664,6 +1664,36 @@ fn a_settlement_without_state_takes_the_links_default_outcome() {
     assert!(other.wait(WAIT, again), "released by default, the message comes again: {}", other.summary());
 }
 
+/// A disposition repeated in one write settles its delivery once and is counted once
+/// in kubemq_amqp10_dispositions_total; a producer settling its own transfers is not a
+/// disposition of a delivery. (Before 2026-12-06 every frame counted.)
+#[test]
+fn a_repeated_disposition_is_counted_once() {
+    let b = Broker::start(&[]);
+    let accepted = "kubemq_amqp10_dispositions_total{outcome=\"accepted\"}";
+    let _prod = queue_producer(&b, "repeat-producer", "queues/repeat", 1);
+    let before = b.metric(accepted).unwrap_or(0.0);
+    let mut c = Peer::handshake(&b, "repeat-consumer");
+    let bch = c.begin(0);
+    c.attach(0, 0, "r", Role::Receiver, Some("queues/repeat"), SenderSettleMode::Unsettled);
+    c.send(&link_flow(0, 2048, 0, 1, false));
+    let transfer = |g: &[In]| g.iter().any(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == bch));
+    assert!(c.wait(WAIT, transfer), "no delivery: {}", c.summary());
+    let d = Disposition {
+        role: Role::Receiver,
+        first: 0,
+        last: None,
+        settled: Some(false),
+        state: Some(DeliveryState::Accepted),
+        batchable: None,
+    };
+    let mut twice = frame(0, Performative::Disposition(d.clone()), &[]);
+    twice.extend(frame(0, Performative::Disposition(d), &[]));
+    c.send(&twice);
+    c.pump(Duration::from_millis(300));
+    assert_eq!(b.metric(accepted), Some(before + 1.0), "{}", c.summary());
+}
+
 /// A FLOW on link 0 of channel 0: `credit` after `delivery_count`, `drain`, with the
 /// session's incoming window `window` after `next_incoming_id` transfers received.
 fn link_flow(next_incoming_id: u32, window: u32, delivery_count: u32, credit: u32, drain: bool) -> Vec<u8> {

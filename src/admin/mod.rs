@@ -351,7 +351,7 @@ fn counters_of(b: &Backlog) -> [u64; 5] {
 
 /// What the scrapes before this one wrote for the per-channel counter families, so
 /// that each series only ever goes up. A channel's counters start again when it is
-/// forgotten (idle) and made again, and which channels `_other` sums changes (one
+/// forgotten (idle) and made again, and which channels `*other` sums changes (one
 /// forgotten, one given a series of its own or pushed out of the first `cap`, a
 /// shard that did not answer in time): written as they are, the series would go
 /// down, and the exporter keeps a counter at its maximum, so it would stay flat until
@@ -359,7 +359,7 @@ fn counters_of(b: &Backlog) -> [u64; 5] {
 ///
 /// A channel's series counts what the channel took in the scrapes that listed it in
 /// a row; what it took while it had no series (forgotten, past the cap, its shard
-/// silent) counts under `_other`, which grows by what every channel of its pattern
+/// silent) counts under `*other`, which grows by what every channel of its pattern
 /// together grew less what the listed series grew. So the rates add up.
 #[derive(Default)]
 pub(crate) struct ChannelCounters {
@@ -368,7 +368,7 @@ pub(crate) struct ChannelCounters {
     /// Per shard and pattern: its channels' counters summed, those forgotten included
     /// (only grows), as last read. Kept for a shard that did not answer a scrape.
     totals: BTreeMap<(u16, &'static str), [u64; 5]>,
-    /// Per pattern: the value written for `_other`.
+    /// Per pattern: the value written for `*other`.
     other: BTreeMap<&'static str, [u64; 5]>,
     /// Scrapes so far.
     scrapes: u64,
@@ -402,7 +402,7 @@ fn sub5(a: &[u64; 5], b: &[u64; 5]) -> [u64; 5] {
 impl ChannelCounters {
     /// Work out this scrape's values from the listed channels (with the shard that
     /// sent each) and each answering shard's totals per pattern. Returns the listed
-    /// channels' values and `_other`'s per pattern.
+    /// channels' values and `*other`'s per pattern.
     fn update(
         &mut self,
         listed: &[(u16, &ChannelStats)],
@@ -424,7 +424,7 @@ impl ChannelCounters {
                 Some(s) => {
                     // Listed in the scrape before: it grew by what its counters grew
                     // (all of them when it was made again). Else its growth since was
-                    // counted under `_other`, and the series goes on from its value.
+                    // counted under `*other`, and the series goes on from its value.
                     if s.scrape + 1 == scrape {
                         let grew = if s.born == c.backlog.born { sub5(&raw, &s.last) } else { raw };
                         add5(&mut s.written, &grew);
@@ -446,7 +446,7 @@ impl ChannelCounters {
         for (&(shard, pattern), total) in totals {
             let grew = match self.totals.insert((shard, pattern), *total) {
                 Some(before) => sub5(total, &before),
-                // First seen: what is not in a listed series is `_other`'s.
+                // First seen: what is not in a listed series is `*other`'s.
                 None => sub5(total, &started.get(&(shard, pattern)).copied().unwrap_or_default()),
             };
             add5(all.entry(pattern).or_default(), &grew);
@@ -472,7 +472,7 @@ impl ChannelCounters {
 
 /// sluice's own families: backlog per channel (Pub/Sub style) and per-link credit.
 /// The first `cap` channels (by name) get their own label set; the rest are summed
-/// under `channel="_other"` so a million channels cannot blow up the scrape.
+/// under `channel="*other"` so a million channels cannot blow up the scrape.
 fn publish_backlog(snaps: &[ShardSnapshot], cap: usize, counted: &mut ChannelCounters) {
     let mut channels: Vec<(u16, &ChannelStats)> =
         snaps.iter().flat_map(|s| s.channels.iter().map(move |c| (s.shard, c))).collect();
@@ -496,11 +496,11 @@ fn publish_backlog(snaps: &[ShardSnapshot], cap: usize, counted: &mut ChannelCou
     for ((_, c), v) in listed.iter().zip(&values) {
         channel_families(c.key.pattern.as_str(), c.key.name.to_string(), &c.backlog, v);
     }
-    // `_other` of a pattern is written once a channel of it is past the first `cap`
+    // `*other` of a pattern is written once a channel of it is past the first `cap`
     // or was forgotten.
     for (pattern, b) in &other {
         let v = other_values.get(pattern).copied().unwrap_or_default();
-        channel_families(pattern, "_other".to_owned(), b, &v);
+        channel_families(pattern, "*other".to_owned(), b, &v);
     }
     let mut links: Vec<_> = snaps.iter().flat_map(|s| s.links.iter()).filter(|l| l.role == "sender").collect();
     links.sort_by(|a, b| {
@@ -511,9 +511,9 @@ fn publish_backlog(snaps: &[ShardSnapshot], cap: usize, counted: &mut ChannelCou
         // on one channel are told apart by their connection.
         let labels = [
             ("pattern", l.pattern.clone()),
-            ("channel", l.channel.clone()),
-            ("link", l.name.clone()),
-            ("connection", l.connection.clone()),
+            ("channel", label_value(&l.channel)),
+            ("link", label_value(&l.name)),
+            ("connection", label_value(&l.connection)),
         ];
         gauge!("sluice_link_credit", &labels).set(l.credit as f64);
         gauge!("sluice_link_unsettled", &labels).set(l.unsettled as f64);
@@ -521,10 +521,18 @@ fn publish_backlog(snaps: &[ShardSnapshot], cap: usize, counted: &mut ChannelCou
     }
 }
 
-/// One channel's (or `_other`'s) families: the gauges as `b` has them, the counters
+/// A name a peer chose, as a label value for the exporter. Its escaping takes a
+/// backslash followed by another, or by a quote, as already escaped (`a\\b` and `a\b`
+/// were both written `a\\b`, two channels as one series, and `a\"b` lost its
+/// backslash), so every backslash is doubled first: each name is written as it is.
+fn label_value(name: &str) -> String {
+    name.replace('\\', "\\\\")
+}
+
+/// One channel's (or `*other`'s) families: the gauges as `b` has them, the counters
 /// as [`ChannelCounters`] worked them out.
 fn channel_families(pattern: &'static str, channel: String, b: &Backlog, counters: &[u64; 5]) {
-    let labels = [("pattern", pattern.to_owned()), ("channel", channel)];
+    let labels = [("pattern", pattern.to_owned()), ("channel", label_value(&channel))];
     gauge!("sluice_channel_undelivered_messages", &labels).set(b.undelivered as f64);
     gauge!("sluice_channel_outstanding_messages", &labels).set(b.outstanding as f64);
     gauge!("sluice_channel_oldest_unacked_age_seconds", &labels).set(b.oldest_unacked_ms as f64 / 1000.0);
@@ -599,11 +607,11 @@ mod tests {
         // a listed (10), b past the cap (5).
         assert_eq!(scrape(&[stats("a", 10, 1)], &[(0, 15)]), (Some(10), 5));
         // A new channel "0" sorts first and takes the series: a's 10 now under
-        // `_other`, which grows by what was published since (2, to "0", whose series
+        // `*other`, which grows by what was published since (2, to "0", whose series
         // starts at 2: no increase is counted at a series' first sample).
         assert_eq!(scrape(&[stats("0", 2, 3)], &[(0, 17)]), (Some(2), 7));
         // "0" forgotten; a listed again with one more, taken while it had no series:
-        // counted under `_other`, a goes on from 10.
+        // counted under `*other`, a goes on from 10.
         assert_eq!(scrape(&[stats("a", 11, 1)], &[(0, 18)]), (Some(10), 8));
         assert_eq!(scrape(&[stats("a", 12, 1)], &[(0, 19)]), (Some(11), 8));
         // a forgotten and made again between two scrapes, one publish: a goes on.
@@ -612,7 +620,7 @@ mod tests {
         // gone and counted again when it answered).
         assert_eq!(scrape(&[], &[]), (None, 8));
         assert_eq!(scrape(&[stats("a", 3, 5)], &[(0, 22)]), (Some(12), 10));
-        // A second shard seen for the first time: what it counted is `_other`'s.
+        // A second shard seen for the first time: what it counted is `*other`'s.
         assert_eq!(scrape(&[stats("a", 4, 5)], &[(0, 23), (1, 100)]), (Some(13), 110));
     }
 

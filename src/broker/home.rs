@@ -63,7 +63,7 @@ pub struct HomeStats {
     /// Durable subscriptions deleted because nobody attached them for the expiry period.
     pub durable_expired: u64,
     /// The counters of the channels forgotten by the sweep, per pattern: kept so that
-    /// `_other` on /metrics, which counts them, never goes down.
+    /// `*other` on /metrics, which counts them, never goes down.
     pub forgotten: Vec<(Pattern, Backlog)>,
 }
 
@@ -160,7 +160,7 @@ pub struct ChannelStats {
     pub backlog: Backlog,
 }
 
-/// The numbers of one channel, or of several summed (`_other` on /metrics).
+/// The numbers of one channel, or of several summed (`*other` on /metrics).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct Backlog {
     /// Messages waiting for a consumer (queues), or stored (events-store).
@@ -883,7 +883,7 @@ impl Home {
 
     /// For /metrics: the first `cap` channels by key with their own stats, and the
     /// rest, with the counters of the channels forgotten so far, summed per pattern
-    /// under the name `_other`.
+    /// under the name `*other`.
     pub fn channel_stats_capped(&self, cap: usize) -> (Vec<ChannelStats>, Vec<ChannelStats>) {
         let mut other = self.stats.forgotten.clone();
         let own = if self.channel_count() <= cap {
@@ -892,7 +892,7 @@ impl Home {
             self.first_channels(cap, None, |pattern, b| add_to(&mut other, pattern, b))
         };
         let other =
-            other.into_iter().map(|(p, backlog)| ChannelStats { key: ChannelKey::new(p, "_other"), backlog }).collect();
+            other.into_iter().map(|(p, backlog)| ChannelStats { key: ChannelKey::new(p, "*other"), backlog }).collect();
         (own, other)
     }
 

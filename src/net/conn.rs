@@ -851,9 +851,15 @@ impl Driver {
                 self.container_hash =
                     address::fnv1a64(address::fnv1a64(address::FNV64_BASIS, open.container_id.as_bytes()), b"|");
                 self.info.client_id = self.identity.clone().unwrap_or_else(|| self.info.container_id.clone());
+                // As long as a container-id at most: each connection's entry in the admin
+                // API's answer stays small (before 2026-12-06 they were kept whole, up to
+                // the 32 KiB an OPEN may take, and written six bytes per control character).
                 if let Some(p) = &open.properties {
-                    self.info.product = p.get("product").and_then(Value::as_str).unwrap_or_default().to_owned();
-                    self.info.version = p.get("version").and_then(Value::as_str).unwrap_or_default().to_owned();
+                    let field = |k: &str| -> String {
+                        p.get(k).and_then(Value::as_str).unwrap_or_default().chars().take(256).collect()
+                    };
+                    self.info.product = field("product");
+                    self.info.version = field("version");
                 }
                 if open.container_id.is_empty() {
                     self.count_error(Scope::Connection);
@@ -2116,7 +2122,10 @@ impl Driver {
             Some(DeliveryState::Rejected(_)) => 3,
             _ => 1,
         };
-        add(&self.shard.counters.dispositions[label], 1);
+        // Counted where it settles a delivery still unsettled here: a repeat of a
+        // disposition, or a producer settling its own transfer, is not one (before
+        // 2026-12-06 each frame counted, so a range repeated K times counted K times).
+        let counter = &self.shard.counters.dispositions[label];
         let outcome = match &state {
             Some(DeliveryState::Accepted) | None => Outcome::Accepted,
             Some(DeliveryState::Rejected(_)) => Outcome::Rejected,
@@ -2131,6 +2140,7 @@ impl Driver {
         match &mut ctx.kind {
             LinkKind::Consume { key, unsettled, .. } => {
                 if let Some((token, bytes)) = unsettled.remove(&delivery_id) {
+                    add(counter, 1);
                     if key.pattern == Pattern::EventsStore {
                         // Modified as undeliverable here: this link is the only place
                         // it could go, so it is done with (sent again, it would come
@@ -2151,6 +2161,7 @@ impl Driver {
                 let node = node.clone();
                 if let Some(n) = self.nodes.get_mut(&*node) {
                     if let Some(p) = n.unsettled.remove(&delivery_id) {
+                        add(counter, 1);
                         if outcome == Outcome::Requeue {
                             n.queue.push_back(p);
                         } else {

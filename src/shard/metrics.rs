@@ -185,7 +185,7 @@ pub struct ShardSnapshot {
     pub links: Vec<LinkInfo>,
     /// Channels homed on the shard (for /metrics: the first `cap` by pattern and name).
     pub channels: Vec<ChannelStats>,
-    /// For /metrics: the shard's other channels summed per pattern (`_other`).
+    /// For /metrics: the shard's other channels summed per pattern (`*other`).
     pub channel_others: Vec<ChannelStats>,
     /// Dynamic nodes held by the shard's connections.
     pub dynamic_nodes: i64,
