@@ -49,6 +49,9 @@ const NODE_QUEUE_MAX: usize = 4096;
 /// settled), at most; a message that would pass it is refused "dynamic node is full"
 /// (one message always enters a connection whose nodes hold nothing).
 const NODE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// The longest correlation-id (or message-id standing for it) an RPC request may carry:
+/// it is kept until the response.
+const RPC_ID_MAX: usize = 4096;
 /// Memory of the deliver-first windows (rings of MaxUnsettledPerLink slots, allocated
 /// when the link attaches) of one connection's events-store subscriptions, at most; an
 /// attach past it is refused (the first one always fits).
@@ -2671,6 +2674,21 @@ impl Driver {
         let _ = write!(reply_to, "/responses/{}.{}.{seq}.{nonce:016x}", self.shard.id, self.id);
         let request_id = reply_to["/responses/".len()..].to_owned();
         let correlation = props.correlation_id.take().or_else(|| props.message_id.clone());
+        // Kept until the response or the deadline: bounded, so the pending limit bounds
+        // the memory too (before 2026-12-06 an id could take the whole message size, and
+        // 512 pending requests of 100 MiB ids 50 GiB).
+        let id_len = match &correlation {
+            Some(Value::String(s)) => s.len(),
+            Some(Value::Binary(b)) => b.len(),
+            Some(Value::Symbol(s)) => s.as_str().len(),
+            _ => 0,
+        };
+        if id_len > RPC_ID_MAX {
+            return Err((
+                condition::INVALID_FIELD,
+                format!("correlation-id (or message-id) longer than {RPC_ID_MAX} bytes"),
+            ));
+        }
         let rewritten =
             Properties { reply_to: Some(reply_to), correlation_id: Some(Value::String(request_id)), ..props };
         let payload = message::rebuild(&raw, &rewritten, &[], true);

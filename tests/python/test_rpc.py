@@ -305,3 +305,13 @@ def test_a_command_whose_response_finds_its_reply_node_full_is_answered_at_its_d
     timeouts = [r for r in replies if r.message.properties.get(EXECUTED) is False]
     assert 1 <= len(timeouts) < n, len(timeouts)
     assert all(r.message.properties.get(ERROR) == "timeout" for r in timeouts)
+
+
+def test_a_request_whose_correlation_id_is_too_long_is_refused(broker, amqp):
+    """The correlation-id is kept until the response: at most 4096 bytes, so the pending
+    limit bounds the memory (before 2026-12-06 an id could take the whole message size)."""
+    rpc = Rpc(amqp, broker.url, "commands", responder=False)
+    assert rpc.request(correlation_id="c" * 4096).remote_state == ACCEPTED
+    cond = rejected_with(rpc.request(correlation_id="c" * 4097), "amqp:invalid-field")
+    assert "4096" in (cond.description or "")
+    rejected_with(rpc.request(id="m" * 5000), "amqp:invalid-field")  # the message-id stands for it
