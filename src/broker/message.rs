@@ -309,8 +309,12 @@ impl SelectorSource for SelectorView {
 
 impl SelectorView {
     /// The length of the string `get(identifier)` gives, found without copying it
-    /// (None for a value that is not a string, or none).
+    /// (None for a value that is not a string, or none, or one too long to be seen).
     fn str_len(&self, identifier: &str) -> Option<usize> {
+        self.raw_str_len(identifier).filter(|n| *n <= SELECTOR_MAX_STRING)
+    }
+
+    fn raw_str_len(&self, identifier: &str) -> Option<usize> {
         let p = self.props.as_ref();
         let value_len = |v: &Value| match v {
             Value::String(s) => Some(s.len()),

@@ -196,9 +196,10 @@ struct LinkCtx {
     /// Detached for passing the connection's bound on waiting deliveries: what comes
     /// for it before its Detached event is not held.
     held_over: bool,
-    /// Queue consume links: the delivery (its token, and whether it was sent settled)
-    /// whose later frames wait in the engine for the session window (`partial_on`).
-    /// (RPC requests keep their payload: one cut off goes back to the channel.)
+    /// Queue and RPC consume links: the delivery (its token, and whether it was sent
+    /// settled) whose later frames wait in the engine for the session window
+    /// (`partial_on`). RPC requests keep their payload: one cut off goes back to the
+    /// channel.
     partial: Option<(u64, bool, Option<Bytes>)>,
     /// Consume links: the source's default-outcome, for deliveries the consumer settles
     /// without a terminal state (accepted when it has none).
@@ -1495,9 +1496,13 @@ impl Driver {
             return;
         }
         let key = key.clone();
+        let channel = ctx.channel;
+        ctx.turn = false;
+        let held = std::mem::take(&mut ctx.held);
+        // Out of its session's turns, its bytes no longer held.
+        self.forget_held(link, channel, &held);
         let mut requests = Vec::new();
-        for h in std::mem::take(&mut ctx.held) {
-            self.held_bytes -= held_cost(&h);
+        for h in held {
             let bytes = if h.settled { 0 } else { u32::try_from(h.payload.len()).unwrap_or(u32::MAX) };
             self.link_settled(link, h.token, bytes, Outcome::Undelivered);
             if rpc {
@@ -1803,6 +1808,11 @@ impl Driver {
     /// Send one delivery of consume link `link`; the delivery back when the session
     /// window has no room for it (the caller holds it).
     fn send_consumed(&mut self, link: LinkId, pattern: Pattern, token: u64, payload: Bytes, settled: bool) -> Sent {
+        // A delivery of this session whose later frames waited has gone whole if none
+        // wait now (before this send: its own frames may wait after it).
+        if let Some(channel) = self.links.get(&link).map(|c| c.channel) {
+            self.finish_partial(channel);
+        }
         let Some(ctx) = self.links.get_mut(&link) else { return Sent::Failed };
         let tag = DeliveryTag::from_u64(ctx.next_tag);
         ctx.next_tag += 1;
@@ -1828,7 +1838,6 @@ impl Driver {
                 let mut partial = false;
                 if matches!(pattern, Pattern::Queues | Pattern::Commands | Pattern::Queries) {
                     let channel = self.links.get(&link).map_or(0, |c| c.channel);
-                    self.finish_partial(channel);
                     if self.engine.frames_waiting(channel) {
                         let request = (pattern != Pattern::Queues).then(|| self.spent.last().cloned()).flatten();
                         if let Some(ctx) = self.links.get_mut(&link) {
@@ -2144,6 +2153,14 @@ impl Driver {
             LinkKind::Consume { key, unsettled, .. } => {
                 if let Some((token, bytes)) = unsettled.remove(&delivery_id) {
                     add(counter, 1);
+                    // Settled by the consumer: not returned if its link goes before its
+                    // later frames have.
+                    if ctx.partial.as_ref().is_some_and(|p| p.0 == token) {
+                        ctx.partial = None;
+                        if self.partial_on.get(&ctx.channel) == Some(&link) {
+                            self.partial_on.remove(&ctx.channel);
+                        }
+                    }
                     if key.pattern == Pattern::EventsStore {
                         // Modified as undeliverable here: this link is the only place
                         // it could go, so it is done with (sent again, it would come
@@ -2660,6 +2677,11 @@ impl Driver {
         }
         if self.pending.len() >= self.settings().rpc_max_pending as usize {
             return Err((condition::RESOURCE_LIMIT_EXCEEDED, "rpc pending limit reached".into()));
+        }
+        // A reply node already full takes no new requests: the timeout answers that go
+        // into it past its bounds are then at most one per pending request.
+        if self.nodes.get(&node).is_some_and(|n| n.queue.len() >= NODE_QUEUE_MAX) || self.node_bytes >= NODE_BYTES_MAX {
+            return Err((condition::RESOURCE_LIMIT_EXCEEDED, "reply node is full".into()));
         }
         let default_ms = self.settings().default_rpc_timeout_seconds as u64 * 1000;
         let timeout = match message::header(&raw).ttl {

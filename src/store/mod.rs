@@ -1024,7 +1024,10 @@ pub async fn commit_loop(
     loop {
         futures_lite::future::poll_fn(|cx| {
             let mut j = journal.borrow_mut();
-            if j.has_work() {
+            // A failed log commits again even with nothing to write (a probe: writing
+            // resumes on a fresh segment), so its shard does not stay unhealthy, its
+            // producers without credit, for want of a record to write.
+            if j.has_work() || !j.healthy {
                 std::task::Poll::Ready(())
             } else {
                 j.waker = Some(cx.waker().clone());

@@ -315,3 +315,19 @@ def test_a_request_whose_correlation_id_is_too_long_is_refused(broker, amqp):
     cond = rejected_with(rpc.request(correlation_id="c" * 4097), "amqp:invalid-field")
     assert "4096" in (cond.description or "")
     rejected_with(rpc.request(id="m" * 5000), "amqp:invalid-field")  # the message-id stands for it
+
+
+def test_a_reply_node_over_its_bound_takes_no_new_commands(broker, amqp):
+    """A reply node holding 64 MiB or more (here one 65 MiB response, delivered and not
+    settled) takes no new command: the timeout answers that enter it past its bounds are
+    then at most one per pending request. Settling makes room again."""
+    rpc = Rpc(amqp, broker.url, "commands")
+    assert rpc.request(body="0", correlation_id="big", ttl=30).remote_state == ACCEPTED
+    req = rpc.inbox.take(1)[0]
+    rpc.respond(req, body="x" * (65 << 20), props={EXECUTED: True})
+    reply = rpc.replies.take(1, timeout=30)[0]
+    cond = rejected_with(rpc.request(body="more", correlation_id="more"), "amqp:resource-limit-exceeded")
+    assert cond.description == "reply node is full", cond
+    reply.accept()
+    amqp.pump(0.5)
+    assert rpc.request(body="again", correlation_id="again").remote_state == ACCEPTED

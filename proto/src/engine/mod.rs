@@ -2284,7 +2284,7 @@ impl Connection {
     /// our next FLOW) and tell the peer. The engine re-opens a window to its configured
     /// size as it is used; this sets it at once (a client that kept it shut opens it).
     pub fn set_incoming_window(&mut self, ch: u16, window: u32) -> Result<(), UsageError> {
-        let s = self.session_mut(ch).ok_or(UsageError::UnknownEndpoint)?;
+        let s = self.session_mut(ch).filter(|s| s.state == SessionState::Mapped).ok_or(UsageError::UnknownEndpoint)?;
         s.incoming_window = window;
         self.write_session_flow(ch);
         Ok(())
