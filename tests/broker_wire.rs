@@ -577,19 +577,32 @@ struct Responders {
 }
 
 fn responders_and_requests(b: &Broker, address: &str, n: u32, size: usize) -> Responders {
-    let presettled = LinkOptions { presettled: true, ..Default::default() };
-    let mut cfg = sluice_proto::engine::Config::client("stuck-responder");
-    cfg.session_window = 0;
-    let mut stuck = Client::connect_with(b.addr(), cfg).unwrap();
-    let sch = stuck.begin().unwrap();
-    let stuck_link = stuck.attach_receiver(sch, "cmd", Some(address), &presettled).unwrap();
-    stuck.engine().grant_credit(stuck_link, 100_000, false).unwrap();
-    stuck.pump(Duration::from_millis(200)).unwrap();
+    let (stuck, _, stuck_link) = shut_responder(b, "stuck-responder", address, 100_000);
     let (mut good, good_link) = responder(b, "good-responder", address, 1000);
     good.pump(Duration::from_millis(200)).unwrap();
     let (mut req, s, reply_to) = requester(b, address);
     send_requests(&mut req, s, &reply_to, n, size);
     Responders { stuck, stuck_link, good, good_link, _requester: req }
+}
+
+/// A responder on `address` (container `container`) receiving pre-settled, granted
+/// `credit`, whose session window is shut (its connection takes nothing): its
+/// connection, channel and link.
+fn shut_responder(
+    b: &Broker,
+    container: &str,
+    address: &str,
+    credit: u32,
+) -> (Client, u16, sluice_proto::engine::LinkId) {
+    let presettled = LinkOptions { presettled: true, ..Default::default() };
+    let mut cfg = sluice_proto::engine::Config::client(container);
+    cfg.session_window = 0;
+    let mut c = Client::connect_with(b.addr(), cfg).unwrap();
+    let ch = c.begin().unwrap();
+    let link = c.attach_receiver(ch, "cmd", Some(address), &presettled).unwrap();
+    c.engine().grant_credit(link, credit, false).unwrap();
+    c.pump(Duration::from_millis(200)).unwrap();
+    (c, ch, link)
 }
 
 /// A requester on `address` (container `requester`): its connection, its sending
@@ -785,14 +798,7 @@ fn requests_whose_deadline_passed_while_they_waited_are_not_sent() {
     use sluice_proto::types::{Body, Header, Message, Properties};
     let b = Broker::start(&[("CONNECTORS_AMQP10_MAX_UNSETTLED_PER_LINK", "16")]);
     let address = "commands/expired-held";
-    let presettled = LinkOptions { presettled: true, ..Default::default() };
-    let mut cfg = sluice_proto::engine::Config::client("shut-responder");
-    cfg.session_window = 0;
-    let mut stuck = Client::connect_with(b.addr(), cfg).unwrap();
-    let sch = stuck.begin().unwrap();
-    let link = stuck.attach_receiver(sch, "cmd", Some(address), &presettled).unwrap();
-    stuck.engine().grant_credit(link, 100, false).unwrap();
-    stuck.pump(Duration::from_millis(200)).unwrap();
+    let (mut stuck, sch, link) = shut_responder(&b, "shut-responder", address, 100);
     let (mut req, s, reply_to) = requester(&b, address);
     for i in 0..16u32 {
         let props = Properties { reply_to: Some(reply_to.clone()), ..Default::default() };

@@ -1522,13 +1522,8 @@ fn deliveries_waiting_for_a_shut_window_go_back_when_the_credit_is_taken_back() 
     let b = Broker::start(&[]);
     let (_prod, mut c, _bch, _q) = three_held_by_a_shut_window(&b, "held-credit");
     c.send(&link_flow(0, 0, 0, 0, false));
-    let mut other = Peer::handshake(&b, "held-credit-other");
-    let och = other.begin(0);
-    other.attach(0, 0, "r2", Role::Receiver, Some("queues/held-credit"), SenderSettleMode::Unsettled);
-    other.send(&link_flow(0, 2048, 0, 10, false));
-    let transfers =
-        |g: &[In]| g.iter().filter(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == och)).count();
-    assert!(other.wait(WAIT, |g| transfers(g) >= 3), "the three given back: {}", other.summary());
+    let got = another_consumer_gets(&b, "held-credit-other", "queues/held-credit", 3);
+    assert!(got.is_ok(), "the three given back: {got:?}");
 }
 
 /// A queue message larger than its consumer's session window goes out a frame at a
@@ -1570,12 +1565,8 @@ fn a_queue_message_cut_off_by_a_detach_between_its_frames_goes_back_uncounted() 
             "no DETACH answer: {}",
             c.summary()
         );
-        let mut other = Peer::handshake(&b, &format!("cut-off-other-{i}"));
-        let och = other.begin(0);
-        other.attach(0, 0, "r2", Role::Receiver, Some(&address), SenderSettleMode::Unsettled);
-        other.send(&link_flow(0, 2048, 0, 5, false));
-        let again = |g: &[In]| g.iter().any(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == och));
-        assert!(other.wait(WAIT, again), "{mode:?}: the message cut off comes again: {}", other.summary());
+        let got = another_consumer_gets(&b, &format!("cut-off-other-{i}"), &address, 1);
+        assert!(got.is_ok(), "{mode:?}: the message cut off comes again: {got:?}");
     }
 }
 
@@ -1656,12 +1647,8 @@ fn a_settlement_without_state_takes_the_links_default_outcome() {
     let settle =
         Disposition { role: Role::Receiver, first: 0, last: None, settled: Some(true), state: None, batchable: None };
     c.send(&frame(0, Performative::Disposition(settle), &[]));
-    let mut other = Peer::handshake(&b, "default-outcome-other");
-    let och = other.begin(0);
-    other.attach(0, 0, "r2", Role::Receiver, Some(address), SenderSettleMode::Unsettled);
-    other.send(&link_flow(0, 2048, 0, 5, false));
-    let again = |g: &[In]| g.iter().any(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == och));
-    assert!(other.wait(WAIT, again), "released by default, the message comes again: {}", other.summary());
+    let got = another_consumer_gets(&b, "default-outcome-other", address, 1);
+    assert!(got.is_ok(), "released by default, the message comes again: {got:?}");
 }
 
 /// A disposition repeated in one write settles its delivery once and is counted once
@@ -1692,6 +1679,22 @@ fn a_repeated_disposition_is_counted_once() {
     c.send(&twice);
     c.pump(Duration::from_millis(300));
     assert_eq!(b.metric(accepted), Some(before + 1.0), "{}", c.summary());
+}
+
+/// Another consumer (container `container`) on `address` with credit 10: Ok once it has
+/// `n` transfers, else what it got.
+fn another_consumer_gets(b: &Broker, container: &str, address: &str, n: usize) -> Result<(), String> {
+    let mut other = Peer::handshake(b, container);
+    let och = other.begin(0);
+    other.attach(0, 0, "r2", Role::Receiver, Some(address), SenderSettleMode::Unsettled);
+    other.send(&link_flow(0, 2048, 0, 10, false));
+    let transfers =
+        |g: &[In]| g.iter().filter(|i| matches!(i, In::Amqp(ch, Performative::Transfer(_)) if *ch == och)).count();
+    if other.wait(WAIT, |g| transfers(g) >= n) {
+        Ok(())
+    } else {
+        Err(other.summary())
+    }
 }
 
 /// A FLOW on link 0 of channel 0: `credit` after `delivery_count`, `drain`, with the

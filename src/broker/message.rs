@@ -259,79 +259,94 @@ fn to_selector_value(v: &Value) -> Option<SelectorValue> {
     })
 }
 
-/// A header string as selectors see it: missing when longer than
-/// [`SELECTOR_MAX_STRING`], as application properties are (before 2026-12-06 header
-/// strings of any length were copied for each evaluation).
-fn capped(s: &str) -> Option<SelectorValue> {
-    (s.len() <= SELECTOR_MAX_STRING).then(|| SelectorValue::Str(s.to_owned()))
-}
-
 /// RFC 4122 text of 16 bytes.
 pub fn uuid_string(b: &[u8; 16]) -> String {
     let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
     format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
 }
 
-impl SelectorSource for SelectorView {
-    fn get(&self, identifier: &str) -> Option<SelectorValue> {
-        let p = self.props.as_ref();
-        let h = self.header.as_ref();
-        match identifier {
-            "JMSMessageID" => p?.message_id.as_ref().and_then(to_selector_value),
-            "JMSCorrelationID" => p?.correlation_id.as_ref().and_then(to_selector_value),
-            "JMSType" => p?.subject.as_deref().and_then(capped),
-            "JMSDestination" => p?.to.as_deref().and_then(capped),
-            "JMSReplyTo" => p?.reply_to.as_deref().and_then(capped),
-            "JMSTimestamp" => p?.creation_time.map(|t| SelectorValue::Int(t.0)),
-            "JMSExpiration" => p?.absolute_expiry_time.map(|t| SelectorValue::Int(t.0)),
-            "JMSPriority" => Some(SelectorValue::Int(h.and_then(|h| h.priority).unwrap_or(4) as i64)),
-            "JMSDeliveryMode" => Some(SelectorValue::Str(
-                if h.and_then(|h| h.durable).unwrap_or(false) { "PERSISTENT" } else { "NON_PERSISTENT" }.into(),
-            )),
-            "JMSXGroupID" => p?.group_id.as_deref().and_then(capped),
-            "JMSXGroupSeq" => p?.group_sequence.map(|s| SelectorValue::Int(s as i64)),
-            "JMSXUserID" => p?
-                .user_id
-                .as_ref()
-                .filter(|u| u.len() <= SELECTOR_MAX_STRING)
-                .map(|u| SelectorValue::Str(String::from_utf8_lossy(u).into_owned())),
-            name => self.app_value(name).and_then(to_selector_value),
-        }
+/// Where an identifier's value is in the message, before anything is copied: the
+/// selector's budget is charged by its length (`str_len`), then it is read once
+/// (`into_value`).
+enum Field<'a> {
+    /// A message-id, correlation-id or application property as it decoded.
+    Value(&'a Value),
+    /// A header string (JMSType, JMSDestination, JMSReplyTo, JMSXGroupID).
+    Text(&'a str),
+    /// The user-id's bytes (read as UTF-8, lossily).
+    UserId(&'a [u8]),
+    /// A value made from the header (numbers, the delivery mode).
+    Made(SelectorValue),
+}
+
+impl Field<'_> {
+    /// The length of the string it gives, in bytes as stored; None for a value that
+    /// is not a string, or one too long to be seen (past [`SELECTOR_MAX_STRING`] it is
+    /// missing, and costs nothing).
+    fn str_len(&self) -> Option<usize> {
+        let n = match self {
+            Field::Value(Value::String(s)) => s.len(),
+            Field::Value(Value::Symbol(s)) => s.as_str().len(),
+            Field::Text(s) => s.len(),
+            Field::UserId(u) => u.len(),
+            _ => return None,
+        };
+        (n <= SELECTOR_MAX_STRING).then_some(n)
     }
 
-    fn get_within(&self, identifier: &str, max: usize) -> Result<Option<SelectorValue>, TooLong> {
-        if self.str_len(identifier).is_some_and(|n| n > max) {
-            return Err(TooLong);
+    /// The value selectors see. Strings longer than [`SELECTOR_MAX_STRING`] are missing,
+    /// header strings as properties are (before 2026-12-06 header strings of any length
+    /// were copied for each evaluation).
+    fn into_value(self) -> Option<SelectorValue> {
+        match self {
+            Field::Value(v) => to_selector_value(v),
+            Field::Text(s) => (s.len() <= SELECTOR_MAX_STRING).then(|| SelectorValue::Str(s.to_owned())),
+            Field::UserId(u) => {
+                (u.len() <= SELECTOR_MAX_STRING).then(|| SelectorValue::Str(String::from_utf8_lossy(u).into_owned()))
+            }
+            Field::Made(v) => Some(v),
         }
-        Ok(self.get(identifier))
     }
 }
 
 impl SelectorView {
-    /// The length of the string `get(identifier)` gives, found without copying it
-    /// (None for a value that is not a string, or none, or one too long to be seen).
-    fn str_len(&self, identifier: &str) -> Option<usize> {
-        self.raw_str_len(identifier).filter(|n| *n <= SELECTOR_MAX_STRING)
+    /// Where `identifier`'s value is: application-properties by name, plus the JMS
+    /// header identifiers.
+    fn field(&self, identifier: &str) -> Option<Field<'_>> {
+        let p = self.props.as_ref();
+        let h = self.header.as_ref();
+        Some(match identifier {
+            "JMSMessageID" => Field::Value(p?.message_id.as_ref()?),
+            "JMSCorrelationID" => Field::Value(p?.correlation_id.as_ref()?),
+            "JMSType" => Field::Text(p?.subject.as_deref()?),
+            "JMSDestination" => Field::Text(p?.to.as_deref()?),
+            "JMSReplyTo" => Field::Text(p?.reply_to.as_deref()?),
+            "JMSTimestamp" => Field::Made(SelectorValue::Int(p?.creation_time?.0)),
+            "JMSExpiration" => Field::Made(SelectorValue::Int(p?.absolute_expiry_time?.0)),
+            "JMSPriority" => Field::Made(SelectorValue::Int(h.and_then(|h| h.priority).unwrap_or(4) as i64)),
+            "JMSDeliveryMode" => Field::Made(SelectorValue::Str(
+                if h.and_then(|h| h.durable).unwrap_or(false) { "PERSISTENT" } else { "NON_PERSISTENT" }.into(),
+            )),
+            "JMSXGroupID" => Field::Text(p?.group_id.as_deref()?),
+            "JMSXGroupSeq" => Field::Made(SelectorValue::Int(p?.group_sequence? as i64)),
+            "JMSXUserID" => Field::UserId(p?.user_id.as_deref()?),
+            name => Field::Value(self.app_value(name)?),
+        })
+    }
+}
+
+impl SelectorSource for SelectorView {
+    fn get(&self, identifier: &str) -> Option<SelectorValue> {
+        self.field(identifier)?.into_value()
     }
 
-    fn raw_str_len(&self, identifier: &str) -> Option<usize> {
-        let p = self.props.as_ref();
-        let value_len = |v: &Value| match v {
-            Value::String(s) => Some(s.len()),
-            Value::Symbol(s) => Some(s.as_str().len()),
-            _ => None,
-        };
-        match identifier {
-            "JMSMessageID" => p?.message_id.as_ref().and_then(value_len),
-            "JMSCorrelationID" => p?.correlation_id.as_ref().and_then(value_len),
-            "JMSType" => p?.subject.as_ref().map(String::len),
-            "JMSDestination" => p?.to.as_ref().map(String::len),
-            "JMSReplyTo" => p?.reply_to.as_ref().map(String::len),
-            "JMSXGroupID" => p?.group_id.as_ref().map(String::len),
-            "JMSXUserID" => p?.user_id.as_ref().map(|u| u.len()),
-            "JMSTimestamp" | "JMSExpiration" | "JMSPriority" | "JMSDeliveryMode" | "JMSXGroupSeq" => None,
-            name => self.app_value(name).and_then(value_len),
+    /// One lookup: the length is known before the copy.
+    fn get_within(&self, identifier: &str, max: usize) -> Result<Option<SelectorValue>, TooLong> {
+        let Some(f) = self.field(identifier) else { return Ok(None) };
+        if f.str_len().is_some_and(|n| n > max) {
+            return Err(TooLong);
         }
+        Ok(f.into_value())
     }
 }
 

@@ -269,6 +269,16 @@ fn held_cost(h: &Held) -> u64 {
     h.payload.len() as u64 + HELD_OVERHEAD
 }
 
+/// The bytes an undelivered settlement gives back to the consumer's (or responder's)
+/// byte window: a delivery's payload when it was given unsettled, none when pre-settled.
+fn window_bytes(settled: bool, len: u64) -> u32 {
+    if settled {
+        0
+    } else {
+        u32::try_from(len).unwrap_or(u32::MAX)
+    }
+}
+
 /// Most deliveries one link sends in a turn when its session window reopens, before
 /// the next waiting link of the session gets one.
 const HELD_TURN: usize = 64;
@@ -328,8 +338,8 @@ struct Driver {
     /// Per session (local channel): its consume links with deliveries waiting for its
     /// window (`LinkCtx::held`), in turn order, each once.
     held_on: HashMap<u16, VecDeque<LinkId>>,
-    /// Per session, the queue consume link whose delivery's later frames wait in the
-    /// engine for the peer's window (at most one per session: nothing else is sent
+    /// Per session, the queue or RPC consume link whose delivery's later frames wait in
+    /// the engine for the peer's window (at most one per session: nothing else is sent
     /// while they wait). That delivery is written only once they have gone.
     partial_on: HashMap<u16, LinkId>,
     /// What the links' waiting deliveries cost: payload plus [`HELD_OVERHEAD`] each.
@@ -1463,8 +1473,8 @@ impl Driver {
         }
     }
 
-    /// The queue delivery of session `channel` whose later frames waited for the window
-    /// has been written once they have gone: a pre-settled one is settled now.
+    /// The queue or RPC delivery of session `channel` whose later frames waited for the
+    /// window has been written once they have gone: a pre-settled one is settled now.
     fn finish_partial(&mut self, channel: u16) {
         let Some(&link) = self.partial_on.get(&channel) else { return };
         if self.engine.frames_waiting(channel) {
@@ -1503,8 +1513,7 @@ impl Driver {
         self.forget_held(link, channel, &held);
         let mut requests = Vec::new();
         for h in held {
-            let bytes = if h.settled { 0 } else { u32::try_from(h.payload.len()).unwrap_or(u32::MAX) };
-            self.link_settled(link, h.token, bytes, Outcome::Undelivered);
+            self.link_settled(link, h.token, window_bytes(h.settled, h.payload.len() as u64), Outcome::Undelivered);
             if rpc {
                 requests.push((Msg { payload: h.payload, received_ms: self.epoch_ms }, h.token));
             }
@@ -1808,11 +1817,10 @@ impl Driver {
     /// Send one delivery of consume link `link`; the delivery back when the session
     /// window has no room for it (the caller holds it).
     fn send_consumed(&mut self, link: LinkId, pattern: Pattern, token: u64, payload: Bytes, settled: bool) -> Sent {
+        let Some(channel) = self.links.get(&link).map(|c| c.channel) else { return Sent::Failed };
         // A delivery of this session whose later frames waited has gone whole if none
         // wait now (before this send: its own frames may wait after it).
-        if let Some(channel) = self.links.get(&link).map(|c| c.channel) {
-            self.finish_partial(channel);
-        }
+        self.finish_partial(channel);
         let Some(ctx) = self.links.get_mut(&link) else { return Sent::Failed };
         let tag = DeliveryTag::from_u64(ctx.next_tag);
         ctx.next_tag += 1;
@@ -1830,21 +1838,20 @@ impl Driver {
                 if pattern == Pattern::Events {
                     self.count_events_out(link, 1, len, 0);
                 }
-                // A queue message larger than the session window: its later frames wait
-                // in the engine, and a detach before they go drops them. It counts as
-                // written once they have gone (`finish_partial`); before 2026-12-06 a
-                // pre-settled one was settled at once and lost with its dropped frames,
-                // and an unsettled one went back counted as delivered.
+                // A queue message or RPC request larger than the session window: its
+                // later frames wait in the engine, and a detach before they go drops
+                // them. It counts as written once they have gone (`finish_partial`);
+                // before 2026-12-06 a pre-settled one was settled at once and lost with
+                // its dropped frames, and an unsettled one went back counted as delivered.
                 let mut partial = false;
-                if matches!(pattern, Pattern::Queues | Pattern::Commands | Pattern::Queries) {
-                    let channel = self.links.get(&link).map_or(0, |c| c.channel);
-                    if self.engine.frames_waiting(channel) {
-                        let request = (pattern != Pattern::Queues).then(|| self.spent.last().cloned()).flatten();
-                        if let Some(ctx) = self.links.get_mut(&link) {
-                            ctx.partial = Some((token, settled, request));
-                            self.partial_on.insert(channel, link);
-                            partial = true;
-                        }
+                if matches!(pattern, Pattern::Queues | Pattern::Commands | Pattern::Queries)
+                    && self.engine.frames_waiting(channel)
+                {
+                    let request = (pattern != Pattern::Queues).then(|| self.spent.last().cloned()).flatten();
+                    if let Some(ctx) = self.links.get_mut(&link) {
+                        ctx.partial = Some((token, settled, request));
+                        self.partial_on.insert(channel, link);
+                        partial = true;
                     }
                 }
                 if tracked && !settled {
@@ -1867,7 +1874,7 @@ impl Driver {
                 // (An events-store event not sent is the caller's to send again.)
                 if tracked && pattern != Pattern::EventsStore {
                     // (Counted in its responder's bytes only if sent unsettled.)
-                    let bytes = if settled { 0 } else { u32::try_from(len).unwrap_or(u32::MAX) };
+                    let bytes = window_bytes(settled, len);
                     self.link_settled(link, token, bytes, Outcome::Undelivered);
                 }
                 if matches!(pattern, Pattern::Commands | Pattern::Queries) {
@@ -2014,7 +2021,7 @@ impl Driver {
                     // requester has had its timeout answer, so it is not sent (a
                     // command would run after it). Before 2026-12-06 it was.
                     add(&self.shard.counters.transfers_in_dropped, 1);
-                    let bytes = if h.settled { 0 } else { u32::try_from(h.payload.len()).unwrap_or(u32::MAX) };
+                    let bytes = window_bytes(h.settled, h.payload.len() as u64);
                     self.link_settled(link, h.token, bytes, Outcome::Undelivered);
                     continue;
                 }
